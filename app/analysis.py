@@ -1,0 +1,155 @@
+"""Text analysis for the search index: code identifiers kept whole and split, CJK segmented.
+
+`torch.cuda.FloatTensor` is indexed as itself and as `torch`, `cuda`, `floattensor`, `float`,
+`tensor`; `bn1.num_batches_tracked` also as `num_batches_tracked`, `batches`, `tracked`. A query
+keeps a typed identifier whole, so it finds the name exactly, while plain words find its parts.
+CJK runs become overlapping bigrams (plus single characters in documents), so 显存 finds 显存不足.
+"""
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+from whoosh.analysis import Filter, LowercaseFilter, StopFilter, Token, Tokenizer
+from whoosh.lang.porter import stem
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+(?:\.[^\W{_CJK}]+)*)")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
+_PLAIN_WORD = re.compile(r"^[a-z]+$")
+
+
+def _split_parts(word: str, start: int) -> list[tuple[str, int, int, int]]:
+    """Sub-names of a dotted/underscored/camelCase word: (text, start, end, first leaf index).
+
+    Leaves (the finest parts) get consecutive positions so that phrases over parts still work;
+    coarser parts share the position of their first leaf.
+    """
+    parts: list[tuple[str, int, int, int]] = []
+    leaves = 0
+    segments = [(m.group(), m.start()) for m in re.finditer(r"[^.]+", word)]
+    for segment, seg_start in segments:
+        pieces = [(m.group(), m.start()) for m in re.finditer(r"[^_]+", segment)]
+        if len(segments) > 1:
+            parts.append((segment, start + seg_start, start + seg_start + len(segment), leaves))
+        for piece, piece_start in pieces:
+            camel = [(m.group(), m.start()) for m in _CAMEL.finditer(piece)]
+            at = start + seg_start + piece_start
+            if len(pieces) > 1:
+                parts.append((piece, at, at + len(piece), leaves))
+            if len(camel) > 1:
+                for leaf, leaf_start in camel:
+                    parts.append((leaf, at + leaf_start, at + leaf_start + len(leaf), leaves))
+                    leaves += 1
+            else:
+                leaves += 1
+    return parts, max(leaves, 1)
+
+
+class CodeAwareTokenizer(Tokenizer):
+    """Words, identifiers (whole and split) and CJK runs (bigrams, or jieba when asked)."""
+
+    def __init__(self, cjk: str = "bigram") -> None:
+        if cjk not in ("bigram", "jieba"):
+            raise ValueError("cjk must be 'bigram' or 'jieba'")
+        self.cjk = cjk
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CodeAwareTokenizer) and other.cjk == self.cjk
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.cjk))
+
+    def _cjk_tokens(self, run: str, query: bool) -> list[tuple[str, int, int]]:
+        """(text, offset within run, position offset)."""
+        if self.cjk == "jieba":
+            import jieba  # optional: only the analyzer comparison in bench/ asks for it
+
+            words = jieba.tokenize(run, mode="default" if query else "search")
+            return [(w, s, i) for i, (w, s, _e) in enumerate(words)]
+        if len(run) == 1:
+            return [(run, 0, 0)]
+        tokens = [(run[i : i + 2], i, i) for i in range(len(run) - 1)]
+        if not query:
+            tokens += [(char, i, i) for i, char in enumerate(run)]
+        return tokens
+
+    def __call__(
+        self,
+        value: str,
+        positions: bool = False,
+        chars: bool = False,
+        keeporiginal: bool = False,
+        removestops: bool = True,
+        start_pos: int = 0,
+        start_char: int = 0,
+        tokenize: bool = True,
+        mode: str = "",
+        **kwargs,
+    ) -> Iterator[Token]:
+        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        query = mode == "query"
+        pos = start_pos
+        for match in _TOKEN.finditer(value):
+            emitted: list[tuple[str, int, int, int]] = []  # text, start, end, position offset
+            if match.lastgroup == "cjk":
+                run = match.group()
+                for text, offset, pos_offset in self._cjk_tokens(run, query):
+                    start = match.start() + offset
+                    emitted.append((text, start, start + len(text), pos_offset))
+                width = len(run)
+            else:
+                word = match.group()
+                emitted.append((word, match.start(), match.end(), 0))
+                parts, width = _split_parts(word, match.start())
+                if not query:
+                    emitted.extend(parts)
+            for text, start, end, pos_offset in emitted:
+                token.text = text
+                token.boost = 1.0
+                token.stopped = False
+                if keeporiginal:
+                    token.original = text
+                if positions:
+                    token.pos = pos + pos_offset
+                if chars:
+                    token.startchar = start_char + start
+                    token.endchar = start_char + end
+                yield token
+            pos += width
+
+
+class PlainWordStemFilter(Filter):
+    """Porter-stem plain English words only; identifiers and CJK pass through unchanged."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlainWordStemFilter)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __call__(self, tokens: Iterator[Token]) -> Iterator[Token]:
+        for token in tokens:
+            if _PLAIN_WORD.match(token.text):
+                token.text = stem_word(token.text)
+            yield token
+
+
+@lru_cache(maxsize=50_000)
+def stem_word(word: str) -> str:
+    return stem(word)
+
+
+def code_analyzer(cjk: str = "bigram"):
+    """For messages, identifiers and code: no stemming, no stop words."""
+    return CodeAwareTokenizer(cjk) | LowercaseFilter()
+
+
+def prose_analyzer(cjk: str = "bigram"):
+    """For titles, summaries and prose: stop words dropped, plain words stemmed."""
+    return (
+        CodeAwareTokenizer(cjk)
+        | LowercaseFilter()
+        | StopFilter(minsize=1, renumber=False)
+        | PlainWordStemFilter()
+    )

@@ -1,0 +1,143 @@
+"""Checks across entry files: duplicate ids, `related` links, and signature collisions.
+
+`pitfalls check` and `pitfalls ingest` both read files through `load_entry_files`, so a file is
+judged the same way wherever it is read.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.entries import EntryDocument, Problem, read_entry_file
+from app.matching import SignatureMatcher, SignatureRecord
+
+
+def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
+    """The `.md` files named, and those below the folders named, in a stable order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*.md") if p.is_file()))
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def load_entry_files(paths: Sequence[Path]) -> list[EntryDocument]:
+    return [read_entry_file(path) for path in paths]
+
+
+def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
+    records = []
+    for doc in docs:
+        if doc.front is None:
+            continue
+        for position, sig in enumerate(doc.front.signatures):
+            records.append(
+                SignatureRecord(
+                    entry_id=doc.front.id,
+                    position=position,
+                    message=sig.message,
+                    example=sig.example,
+                    exception=sig.exception,
+                    frame=sig.frame,
+                )
+            )
+    return records
+
+
+def duplicate_id_problems(docs: Sequence[EntryDocument]) -> list[Problem]:
+    first: dict[str, EntryDocument] = {}
+    problems = []
+    for doc in docs:
+        if doc.front is None:
+            continue
+        if doc.front.id in first:
+            problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("id"),
+                    f"duplicate id {doc.front.id!r}: already defined in {first[doc.front.id].path}",
+                )
+            )
+        else:
+            first[doc.front.id] = doc
+    return problems
+
+
+def related_problems(docs: Sequence[EntryDocument], known_ids: set[str]) -> list[Problem]:
+    problems = []
+    for doc in docs:
+        if doc.front is None:
+            continue
+        for index, other in enumerate(doc.front.related):
+            if other not in known_ids:
+                problems.append(
+                    Problem(
+                        doc.path,
+                        doc.line_of("related", index),
+                        f"related id {other!r} does not exist",
+                    )
+                )
+    return problems
+
+
+def collision_problems(docs: Sequence[EntryDocument], matcher: SignatureMatcher) -> list[Problem]:
+    """Each example must be matched first by its own entry, not tied or beaten by another."""
+    problems = []
+    for doc in docs:
+        if doc.front is None:
+            continue
+        for position, sig in enumerate(doc.front.signatures):
+            hits = matcher.match_exception_line(sig.example)
+            own = [h for h in hits if h.signature.entry_id == doc.front.id]
+            if not own:
+                continue  # the entry's own check already reports an unmatched example
+            rivals = [
+                h for h in hits if h.signature.entry_id != doc.front.id and h.rank >= own[0].rank
+            ]
+            for rival in rivals:
+                problems.append(
+                    Problem(
+                        doc.path,
+                        doc.line_of("signatures", position, "example"),
+                        f"collision: the example of signatures[{position}] is matched as well or "
+                        f"better by entry {rival.signature.entry_id!r} "
+                        f"(signatures[{rival.signature.position}]); make one pattern more specific",
+                    )
+                )
+    return problems
+
+
+@dataclass
+class CheckReport:
+    docs: list[EntryDocument]
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+
+def check_paths(paths: Sequence[Path]) -> CheckReport:
+    """Check the named files and folders; sibling entries give context for links and collisions."""
+    files = collect_entry_files(paths)
+    docs = load_entry_files(files)
+    checked = {Path(d.path).resolve() for d in docs}
+    context: list[EntryDocument] = []
+    for folder in {f.resolve().parent for f in files}:
+        for sibling in collect_entry_files([folder]):
+            if sibling.resolve() not in checked:
+                context.append(read_entry_file(sibling))
+    problems = [p for d in docs for p in d.problems]
+    problems += duplicate_id_problems(docs)
+    all_docs = docs + context
+    known = {d.front.id for d in all_docs if d.front is not None}
+    problems += related_problems(docs, known)
+    matcher = SignatureMatcher(signature_records(d for d in all_docs if d.ok))
+    problems += collision_problems([d for d in docs if d.ok], matcher)
+    return CheckReport(docs=docs, problems=sorted(set(problems)))

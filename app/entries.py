@@ -1,0 +1,386 @@
+"""Reading one entry file: YAML front-matter plus a Markdown body, checked against the contract.
+
+Every problem is reported as a `Problem` that knows its file and line (inside the front-matter
+too), so `pitfalls check`, ingest and the editor all say `file:line: what is wrong`.
+"""
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from app.models import ENTRY_KINDS
+from app.rendering import RenderedBody, render_body
+from app.signatures import PatternError, compile_pattern, split_exception_line
+
+EntryKind = Literal["error", "warning", "silent", "hang", "perf", "howto"]
+ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+TAG_PATTERN = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
+RECOMMENDED_SECTIONS = ("What you see", "Why it happens", "Fix")
+KINDS_NEEDING_SIGNATURES = ("error", "warning")
+assert set(EntryKind.__args__) == set(ENTRY_KINDS)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    path: str
+    line: int
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}: {prefix}{self.message}"
+
+
+class SignatureSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    exception: str | None = None
+    message: str
+    frame: str | None = None
+    example: str
+
+
+class FrontMatter(BaseModel):
+    """The front-matter fields of the entry format contract."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str
+    title: str
+    summary: str
+    kind: EntryKind
+    tags: list[str] = []
+    aliases: list[str] = []
+    versions: str | None = None
+    signatures: list[SignatureSpec] = []
+    related: list[str] = []
+    sources: list[str] = []
+
+
+@dataclass
+class EntryDocument:
+    """A parsed entry file. `front` is None when the front-matter could not be read at all."""
+
+    path: str
+    markdown: str
+    front: FrontMatter | None
+    body: str
+    body_line: int  # file line (1-based) of the body's first line
+    rendered: RenderedBody | None
+    lines: dict[tuple, int] = field(default_factory=dict)  # front-matter path -> file line
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.front is not None and not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.markdown)
+
+    def line_of(self, *path: Any) -> int:
+        """The file line of a front-matter field, falling back to its nearest parent."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return 1
+
+
+def content_hash(markdown: str) -> str:
+    return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that records the line of every key and refuses a key given twice."""
+
+
+def _walk_lines(node: yaml.Node, path: tuple, offset: int, lines: dict, dupes: list) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            line = key_node.start_mark.line + offset
+            if key in seen:
+                dupes.append((line, ".".join(map(str, (*path, key)))))
+            seen.add(key)
+            lines[(*path, key)] = line
+            _walk_lines(value_node, (*path, key), offset, lines, dupes)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*path, index)] = item.start_mark.line + offset
+            _walk_lines(item, (*path, index), offset, lines, dupes)
+
+
+def _split_front_matter(text: str) -> tuple[str, str, int] | None:
+    """Return (yaml text, body, body's first file line) or None when there is no front-matter."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    for number, line in enumerate(lines[1:], start=1):
+        if line.rstrip() in ("---", "..."):
+            return (
+                "\n".join(lines[1:number]),
+                "\n".join(lines[number + 1 :]),
+                number + 2,
+            )
+    return None
+
+
+def _describe_validation_error(error: dict, value_path: tuple) -> str:
+    where = ".".join(str(part) for part in value_path)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = FrontMatter if len(value_path) == 1 else SignatureSpec
+        allowed = ", ".join(parent.model_fields)
+        return f"unknown field {value_path[-1]!r} (allowed: {allowed})"
+    if kind == "missing":
+        return f"required field {where!r} is missing"
+    if kind == "literal_error":
+        return f"{where}: {error['input']!r} is not one of {', '.join(ENTRY_KINDS)}"
+    if kind == "string_type":
+        value = error["input"]
+        hint = " (put it in quotes: unquoted YAML reads 1.10 as 1.1 and on as true)"
+        return f"{where}: expected text, got {type(value).__name__} {value!r}{hint}"
+    if kind == "list_type":
+        return f"{where}: expected a list such as [a, b], got {error['input']!r}"
+    return f"{where}: {error['msg']}"
+
+
+def _check_signatures(doc: EntryDocument) -> None:
+    assert doc.front is not None
+    for index, signature in enumerate(doc.front.signatures):
+        compiled = None
+        for name in ("message", "frame"):
+            pattern = getattr(signature, name)
+            if pattern is None:
+                continue
+            try:
+                regex = compile_pattern(pattern)
+            except PatternError as exc:
+                doc.problems.append(
+                    Problem(
+                        doc.path,
+                        doc.line_of("signatures", index, name),
+                        f"signatures[{index}].{name}: {exc}",
+                    )
+                )
+                continue
+            if name == "message":
+                compiled = regex
+        if not signature.message.strip():
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("signatures", index, "message"),
+                    f"signatures[{index}].message is empty",
+                )
+            )
+        elif compiled is not None and not compiled.search(
+            split_exception_line(signature.example).message
+        ):
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("signatures", index, "example"),
+                    f"signatures[{index}].example is not matched by its own message pattern "
+                    "(searched in the message after 'Type: ') "
+                    f"{signature.message!r}",
+                )
+            )
+        if signature.exception is not None and not re.fullmatch(
+            r"[A-Za-z_][\w.]*", signature.exception
+        ):
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("signatures", index, "exception"),
+                    f"signatures[{index}].exception must be a class name such as RuntimeError, "
+                    f"got {signature.exception!r}",
+                )
+            )
+
+
+def _check_fields(doc: EntryDocument, expected_id: str | None) -> None:
+    front = doc.front
+    assert front is not None
+    add = doc.problems.append
+    if not ID_PATTERN.match(front.id):
+        add(
+            Problem(
+                doc.path,
+                doc.line_of("id"),
+                f"id {front.id!r} must be a lowercase slug like view-non-contiguous",
+            )
+        )
+    if expected_id is not None and front.id != expected_id:
+        add(
+            Problem(
+                doc.path,
+                doc.line_of("id"),
+                f"id {front.id!r} does not equal the file name {expected_id!r}",
+            )
+        )
+    for name in ("title", "summary"):
+        if not getattr(front, name).strip():
+            add(Problem(doc.path, doc.line_of(name), f"{name} is empty"))
+    if len(front.summary) > 300:
+        add(
+            Problem(
+                doc.path,
+                doc.line_of("summary"),
+                "summary is over 300 characters",
+                "warning",
+            )
+        )
+    for index, tag in enumerate(front.tags):
+        if not TAG_PATTERN.match(tag):
+            add(
+                Problem(
+                    doc.path,
+                    doc.line_of("tags", index),
+                    f"tag {tag!r} must be a lowercase slug",
+                )
+            )
+    if front.versions is not None:
+        try:
+            SpecifierSet(front.versions)
+        except InvalidSpecifier:
+            add(
+                Problem(
+                    doc.path,
+                    doc.line_of("versions"),
+                    f"versions {front.versions!r} is not a PEP 440 specifier such as '>=1.0'",
+                )
+            )
+    if front.kind in KINDS_NEEDING_SIGNATURES and not front.signatures:
+        add(
+            Problem(
+                doc.path,
+                doc.line_of("kind"),
+                f"an entry of kind {front.kind!r} needs at least one signature",
+            )
+        )
+    if front.id in front.related:
+        add(Problem(doc.path, doc.line_of("related"), "related lists the entry itself"))
+    _check_signatures(doc)
+
+
+def _check_body(doc: EntryDocument) -> None:
+    rendered = doc.rendered
+    assert rendered is not None
+    if not doc.body.strip():
+        doc.problems.append(Problem(doc.path, doc.body_line, "the body is empty"))
+        return
+    for snippet in rendered.snippets:
+        line = doc.body_line + snippet.line
+        try:
+            ast.parse(snippet.code)
+        except SyntaxError as exc:
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    line + (exc.lineno or 0),
+                    f"python {snippet.role} snippet does not parse: {exc.msg}",
+                )
+            )
+        for option in snippet.unknown_options:
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    line,
+                    f"unknown snippet option {option!r} (known: requires, timeout)",
+                    "warning",
+                )
+            )
+    missing = [name for name in RECOMMENDED_SECTIONS if name not in rendered.headings]
+    if missing:
+        doc.problems.append(
+            Problem(
+                doc.path,
+                doc.body_line,
+                f"missing section(s): {', '.join('## ' + m for m in missing)}",
+                "warning",
+            )
+        )
+
+
+def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> EntryDocument:
+    """Parse and check one entry; never raises on content, reports problems on the document."""
+    markdown = markdown.removeprefix("\ufeff").replace("\r\n", "\n")
+    doc = EntryDocument(
+        path=path, markdown=markdown, front=None, body="", body_line=1, rendered=None
+    )
+    split = _split_front_matter(markdown)
+    if split is None:
+        doc.problems.append(
+            Problem(
+                path,
+                1,
+                "no front-matter: the file must start with '---', then the YAML fields, then '---'",
+            )
+        )
+        return doc
+    yaml_text, doc.body, doc.body_line = split
+    loader = _UniqueKeyLoader(yaml_text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = (mark.line + 2) if mark else 1
+        doc.problems.append(
+            Problem(path, line, f"front-matter is not valid YAML: {exc.problem or exc}")
+        )
+        return doc
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        doc.problems.append(
+            Problem(
+                path,
+                2,
+                "front-matter must be a mapping of fields (id: ..., title: ...)",
+            )
+        )
+        return doc
+    duplicates: list[tuple[int, str]] = []
+    _walk_lines(node, (), 2, doc.lines, duplicates)
+    for line, key in duplicates:
+        doc.problems.append(Problem(path, line, f"field {key!r} is given twice"))
+    try:
+        doc.front = FrontMatter.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            doc.problems.append(
+                Problem(path, doc.line_of(*loc), _describe_validation_error(error, loc))
+            )
+        return doc
+    doc.rendered = render_body(doc.body)
+    _check_fields(doc, expected_id)
+    _check_body(doc)
+    return doc
+
+
+def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
+    """Read and parse `path`; an unreadable file becomes a problem, not an exception."""
+    label = label or str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        doc = EntryDocument(
+            path=label, markdown="", front=None, body="", body_line=1, rendered=None
+        )
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        doc.problems.append(Problem(label, line, f"the file is not UTF-8 text ({exc.reason})"))
+        return doc
+    return parse_entry(text, label, expected_id=path.stem)

@@ -1,0 +1,107 @@
+"""Database tables. The schema is created and changed only by the Alembic migrations."""
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlmodel import Field, SQLModel
+
+ENTRY_KINDS = ("error", "warning", "silent", "hang", "perf", "howto")
+REVISION_SOURCES = ("ingest", "web", "api")
+SNIPPET_ROLES = ("repro", "fix", "demo")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _entry_fk() -> Column:
+    return Column(
+        String(100),
+        ForeignKey("entry.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    )
+
+
+class Entry(SQLModel, table=True):
+    """The current state of one pitfall; its history is in `Revision`."""
+
+    id: str = Field(primary_key=True, max_length=100)
+    title: str = Field(sa_type=Text)
+    summary: str = Field(sa_type=Text)
+    kind: str = Field(max_length=20, index=True)
+    tags: list[str] = Field(default_factory=list, sa_type=JSON)
+    aliases: list[str] = Field(default_factory=list, sa_type=JSON)
+    versions: str | None = Field(default=None, max_length=200)
+    related: list[str] = Field(default_factory=list, sa_type=JSON)
+    sources: list[str] = Field(default_factory=list, sa_type=JSON)
+    body_markdown: str = Field(sa_type=Text)
+    body_html: str = Field(sa_type=Text)
+    revision: int = Field(default=1, description="Number of the current revision.")
+    content_hash: str = Field(max_length=64, description="sha256 of the current Markdown.")
+    file_hash: str | None = Field(
+        default=None,
+        max_length=64,
+        description="sha256 of the content file last ingested.",
+    )
+    archived: bool = Field(default=False, index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+
+
+class Signature(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(sa_column=_entry_fk())
+    position: int
+    exception: str | None = Field(default=None, max_length=200)
+    message: str = Field(sa_type=Text)
+    frame: str | None = Field(default=None, sa_type=Text)
+    example: str = Field(sa_type=Text)
+
+
+class Snippet(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(sa_column=_entry_fk())
+    position: int
+    role: str = Field(max_length=10)
+    options: dict[str, str] = Field(default_factory=dict, sa_type=JSON)
+    code: str = Field(sa_type=Text)
+    line: int = Field(description="Line of the opening fence in the entry's Markdown.")
+
+
+class Revision(SQLModel, table=True):
+    """Every change to an entry: the full Markdown text, who, where from, when and why."""
+
+    __table_args__ = (UniqueConstraint("entry_id", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(sa_column=_entry_fk())
+    number: int
+    markdown: str = Field(sa_type=Text)
+    content_hash: str = Field(max_length=64)
+    author: str = Field(max_length=200)
+    source: str = Field(max_length=10)
+    message: str = Field(default="", sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+
+
+class Change(SQLModel, table=True):
+    """The change feed: one row per write, in a monotonic sequence that derived caches follow.
+
+    Not a foreign key on purpose: the record of a deletion outlives the entry.
+    """
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True))
+    entry_id: str = Field(max_length=100, index=True)
+    action: str = Field(max_length=10, description="create, update, archive, restore or delete.")
+    revision: int | None = None
+    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))

@@ -1,0 +1,147 @@
+"""Markdown to HTML (raw HTML off, Pygments highlighting, heading anchors, tables), and the
+runnable snippets and plain text that other parts need, taken from the same parse.
+"""
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.anchors import anchors_plugin
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+SNIPPET_ROLES = ("repro", "fix", "demo")
+SNIPPET_OPTIONS = ("requires", "timeout")
+_HTML_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+@dataclass(frozen=True)
+class SnippetBlock:
+    """A fenced block tagged `python repro|fix|demo [key=value ...]`."""
+
+    role: str
+    options: dict[str, str]
+    code: str
+    line: int  # 0-based line of the opening fence within the rendered Markdown
+    unknown_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderedBody:
+    html: str
+    snippets: list[SnippetBlock]
+    headings: list[str]
+    prose: str  # text outside code blocks, inline code included: what stemming applies to
+    code: str  # fenced blocks and inline code: identifiers, searched unstemmed
+
+
+def _highlight(code: str, lang: str, _attrs: str) -> str:
+    if not lang:
+        return ""
+    try:
+        lexer = get_lexer_by_name(lang)
+    except ClassNotFound:
+        return ""  # markdown-it then escapes the code itself
+    return highlight(code, lexer, _HTML_FORMATTER)
+
+
+@cache
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight, "linkify": False})
+    md.enable("table")
+    md.use(anchors_plugin, min_level=2, max_level=4, permalink=True, permalinkSymbol="#")
+    return md
+
+
+def parse_snippet_info(info: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
+    """`python repro requires=cuda timeout=60` -> ("repro", {...}, unknown option names)."""
+    words = info.split()
+    if len(words) < 2 or words[0] != "python" or words[1] not in SNIPPET_ROLES:
+        return None
+    options: dict[str, str] = {}
+    unknown: list[str] = []
+    for word in words[2:]:
+        key, _, value = word.partition("=")
+        options[key] = value or "true"
+        if key not in SNIPPET_OPTIONS:
+            unknown.append(key)
+    return words[1], options, tuple(unknown)
+
+
+def _inline_text(token: Token) -> tuple[str, str]:
+    prose, code = [], []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            prose.append(child.content)
+        if child.type == "code_inline":
+            code.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            prose.append(" ")
+    return "".join(prose), " ".join(code)
+
+
+@dataclass
+class _Collected:
+    snippets: list[SnippetBlock] = field(default_factory=list)
+    headings: list[str] = field(default_factory=list)
+    prose: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
+
+
+def _collect(tokens: list[Token]) -> _Collected:
+    """One walk over the parsed tokens for snippets, headings, prose and code."""
+    found = _Collected()
+    for index, token in enumerate(tokens):
+        if token.type == "inline":
+            prose, code = _inline_text(token)
+            found.prose.append(prose)
+            found.code.append(code)
+            if index and tokens[index - 1].type == "heading_open":
+                found.headings.append(prose.strip())
+        elif token.type in ("fence", "code_block"):
+            found.code.append(token.content)
+            parsed = parse_snippet_info(token.info) if token.type == "fence" else None
+            if parsed:
+                role, options, unknown = parsed
+                line = token.map[0] if token.map else 0
+                found.snippets.append(SnippetBlock(role, options, token.content, line, unknown))
+    return found
+
+
+def _join(parts: list[str]) -> str:
+    return "\n".join(part for part in parts if part)
+
+
+def render_body(markdown: str) -> RenderedBody:
+    md = _markdown()
+    tokens = md.parse(markdown)
+    found = _collect(tokens)
+    return RenderedBody(
+        html=md.renderer.render(tokens, md.options, {}),
+        snippets=found.snippets,
+        headings=found.headings,
+        prose=_join(found.prose),
+        code=_join(found.code),
+    )
+
+
+def pygments_css() -> str:
+    """Stylesheet for highlighted code (light and dark), served as static/pygments.css."""
+    light = HtmlFormatter(style="default").get_style_defs("pre code")
+    dark = HtmlFormatter(style="monokai").get_style_defs("pre code")
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
+
+
+@dataclass(frozen=True)
+class BodyText:
+    prose: str
+    code: str
+
+
+def extract_text(markdown: str) -> BodyText:
+    """Prose and code of a body without rendering HTML: what the search index needs."""
+    found = _collect(_markdown().parse(markdown))
+    return BodyText(_join(found.prose), _join(found.code))

@@ -1,0 +1,267 @@
+"""Searching the index: one searcher reused across requests and refreshed when the index moves.
+
+Facet counts come from per-term document sets cached for the life of a searcher, so counting
+never scores every hit; highlights are made only for the page shown.
+"""
+
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+from whoosh import index as whoosh_index
+from whoosh.highlight import ContextFragmenter, HtmlFormatter
+from whoosh.qparser import AndGroup, MultifieldParser, OrGroup
+from whoosh.query import And, Every, Query, Term
+from whoosh.searching import Searcher
+
+from app import storage
+from app.analysis import stem_word
+from app.entry_details import entry_url
+from app.search_index import (
+    FIELD_BOOSTS,
+    SEARCH_FIELDS,
+    current_generation,
+    read_state,
+    update_index,
+)
+
+FACET_FIELDS = {"kind": "kind", "tag": "tags"}
+HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
+STEMMED_FIELDS = ("title", "summary", "body")
+_QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z]{3,}")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    title: str
+    summary: str
+    kind: str
+    tags: list[str]
+    score: float
+    highlights: str  # HTML: escaped text with <mark> around the matched terms
+
+
+@dataclass
+class SearchResult:
+    query: str
+    total: int
+    page: int
+    limit: int
+    hits: list[SearchHit]
+    facets: dict[str, dict[str, int]] = field(default_factory=dict)
+    suggestion: str | None = None
+    relaxed: bool = False  # no entry had every word, so entries with any of them are shown
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.limit))
+
+    def to_dict(self) -> dict:
+        """The JSON shape shared by `/api/v1/search` and `pitfalls search --json`."""
+        return {
+            "query": self.query,
+            "total": self.total,
+            "page": self.page,
+            "pages": self.pages,
+            "limit": self.limit,
+            "hits": [{**asdict(hit), "url": entry_url(hit.id)} for hit in self.hits],
+            "facets": self.facets,
+            "suggestion": self.suggestion,
+            "relaxed": self.relaxed,
+        }
+
+
+class IndexUnavailable(RuntimeError):
+    """There is no built index yet (run `pitfalls reindex`)."""
+
+
+class SearchService:
+    """Owns one Whoosh searcher per process; thread-safe; follows the database's change feed."""
+
+    def __init__(
+        self, index_dir: Path, engine: Engine | None = None, check_interval_ms: int = 1000
+    ) -> None:
+        self.index_dir = index_dir
+        self.engine = engine
+        self.check_interval_s = check_interval_ms / 1000
+        self._lock = threading.RLock()
+        self._generation: Path | None = None
+        self._ix = None
+        self._searcher: Searcher | None = None
+        self._facet_sets: dict[str, dict[str, frozenset[int]]] = {}
+        self._last_db_check = 0.0
+        formatter = HtmlFormatter(tagname="mark", between=" … ")
+        self._formatter = formatter
+        self._fragmenter = ContextFragmenter(maxchars=180, surround=50)
+
+    # -- keeping the searcher current ------------------------------------------------------
+
+    def catch_up(self, force: bool = False) -> None:
+        """Apply database changes the index has not seen yet (throttled unless forced)."""
+        if self.engine is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_db_check < self.check_interval_s:
+            return
+        self._last_db_check = now
+        with Session(self.engine) as session:
+            db_seq = storage.current_change_seq(session)
+        state = read_state(self.index_dir)
+        if state is None or db_seq > state.seq:
+            update_index(self.engine, self.index_dir)
+
+    def _current_searcher(self) -> Searcher:
+        generation = current_generation(self.index_dir)
+        if generation is None:
+            raise IndexUnavailable("the search index is not built yet: run `pitfalls reindex`")
+        if generation != self._generation or self._searcher is None:
+            self._close_searcher()
+            self._ix = whoosh_index.open_dir(str(generation))
+            self._searcher = self._ix.searcher()
+            self._generation = generation
+            self._facet_sets = {}
+        elif not self._searcher.up_to_date():
+            self._searcher = self._searcher.refresh()
+            self._facet_sets = {}
+        return self._searcher
+
+    def _close_searcher(self) -> None:
+        if self._searcher is not None:
+            self._searcher.close()
+        if self._ix is not None:
+            self._ix.close()
+        self._searcher = self._ix = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_searcher()
+
+    # -- searching -------------------------------------------------------------------------
+
+    def _parse(self, searcher: Searcher, text: str, group) -> Query:
+        parser = MultifieldParser(
+            list(SEARCH_FIELDS), searcher.schema, fieldboosts=FIELD_BOOSTS, group=group
+        )
+        return parser.parse(text)
+
+    def _facet_set(self, searcher: Searcher, fieldname: str) -> dict[str, frozenset[int]]:
+        cached = self._facet_sets.get(fieldname)
+        if cached is None:
+            reader = searcher.reader()
+            cached = {
+                term.decode("utf-8"): frozenset(reader.postings(fieldname, term).all_ids())
+                for term in reader.lexicon(fieldname)
+            }
+            self._facet_sets[fieldname] = cached
+        return cached
+
+    def _facets(self, searcher: Searcher, matched: set[int]) -> dict[str, dict[str, int]]:
+        facets = {}
+        for name, fieldname in FACET_FIELDS.items():
+            counts = {
+                value: len(docs & matched)
+                for value, docs in self._facet_set(searcher, fieldname).items()
+            }
+            facets[name] = dict(
+                sorted(((k, n) for k, n in counts.items() if n), key=lambda kv: (-kv[1], kv[0]))
+            )
+        return facets
+
+    def _suggest(self, searcher: Searcher, text: str) -> str | None:
+        reader = searcher.reader()
+        suggestion, changed = text, False
+        for word in set(_QUERY_WORD.findall(text)):
+            lowered = word.lower()
+            if ("spell", lowered) in reader or any(
+                (fieldname, stem_word(lowered)) in reader for fieldname in STEMMED_FIELDS
+            ):
+                continue
+            found = searcher.suggest("spell", lowered, limit=1, maxdist=2, prefix=1)
+            if found:
+                suggestion = re.sub(rf"\b{re.escape(word)}\b", found[0], suggestion)
+                changed = True
+        return suggestion if changed else None
+
+    def _highlight(self, hit) -> str:
+        for fieldname in HIGHLIGHT_FIELDS:
+            fragment = hit.highlights(fieldname, top=2)
+            if fragment:
+                return fragment
+        return ""
+
+    def search(
+        self,
+        text: str,
+        *,
+        kind: str | None = None,
+        tag: str | None = None,
+        page: int = 1,
+        limit: int = 20,
+        highlights: bool = True,
+        facets: bool = True,
+    ) -> SearchResult:
+        """Entries for `text`, best first, one page of them, with facet counts and a suggestion."""
+        self.catch_up()
+        text = text.strip()
+        page = max(1, page)
+        with self._lock:
+            searcher = self._current_searcher()
+            filters = [Term("kind", kind)] if kind else []
+            if tag:
+                filters.append(Term("tags", tag.lower()))
+            query = self._parse(searcher, text, AndGroup) if text else Every()
+            relaxed = False
+            matched = self._matching(searcher, query, filters)
+            if not matched and text:
+                relaxed_query = self._parse(searcher, text, OrGroup)
+                if relaxed_query != query:
+                    query, relaxed = relaxed_query, True
+                    matched = self._matching(searcher, query, filters)
+            result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
+            if matched:
+                result.hits = self._page(searcher, query, filters, page, limit, highlights)
+            if facets:
+                result.facets = self._facets(searcher, matched)
+            result.relaxed = relaxed
+            if text:
+                result.suggestion = self._suggest(searcher, text)
+        return result
+
+    def _matching(self, searcher: Searcher, query: Query, filters: list[Query]) -> set[int]:
+        full = And([query, *filters]) if filters else query
+        return set(searcher.docs_for_query(full))
+
+    def _page(
+        self,
+        searcher: Searcher,
+        query: Query,
+        filters: list[Query],
+        page: int,
+        limit: int,
+        highlights: bool,
+    ) -> list[SearchHit]:
+        full = And([query, *filters]) if filters else query
+        results = searcher.search_page(full, page, pagelen=limit, terms=highlights)
+        if highlights:
+            results.results.formatter = self._formatter
+            results.results.fragmenter = self._fragmenter
+        hits = []
+        for hit in results:
+            stored = hit.fields()
+            hits.append(
+                SearchHit(
+                    id=stored["id"],
+                    title=stored["title"],
+                    summary=stored["summary"],
+                    kind=stored["kind"],
+                    tags=[t for t in stored.get("tags", "").split(",") if t],
+                    score=round(float(hit.score or 0.0), 4),
+                    highlights=self._highlight(hit) if highlights else "",
+                )
+            )
+        return hits

@@ -1,0 +1,220 @@
+"""The Whoosh index: derived from the database, rebuilt atomically, caught up incrementally.
+
+Layout of the index folder:
+
+    CURRENT            name of the generation that serves (replaced atomically)
+    gen-<stamp>/       a complete Whoosh index plus state.json {"seq": ..., "built_at": ...}
+
+A rebuild writes a new generation beside the serving one and only then replaces CURRENT, so an
+interrupted rebuild leaves the old index serving. Incremental updates follow the change feed:
+every change after the generation's `seq` is applied, then `seq` moves.
+"""
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+from whoosh import index as whoosh_index
+from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
+from whoosh.index import LockError
+
+from app import storage
+from app.analysis import code_analyzer, prose_analyzer
+from app.models import Entry, Signature
+from app.rendering import extract_text
+
+CURRENT_FILE = "CURRENT"
+STATE_FILE = "state.json"
+
+# Field boosts: id and title > aliases and signatures > summary > body.
+FIELD_BOOSTS = {
+    "id_text": 6.0,
+    "title": 5.0,
+    "aliases": 3.0,
+    "signatures": 3.0,
+    "summary": 2.0,
+    "body": 1.0,
+    "code": 1.0,
+}
+SEARCH_FIELDS = tuple(FIELD_BOOSTS)
+
+
+def build_schema(cjk: str = "bigram") -> Schema:
+    prose = prose_analyzer(cjk)
+    code = code_analyzer(cjk)
+    return Schema(
+        id=ID(stored=True, unique=True),
+        kind=ID(stored=True),
+        tags=KEYWORD(stored=True, commas=True, lowercase=True, scorable=False),
+        id_text=TEXT(analyzer=code, phrase=False),
+        title=TEXT(analyzer=prose, stored=True),
+        aliases=TEXT(analyzer=code, stored=True),
+        signatures=TEXT(analyzer=code, stored=True),
+        summary=TEXT(analyzer=prose, stored=True),
+        body=TEXT(analyzer=prose, stored=True),
+        code=TEXT(analyzer=code),
+        spell=TEXT(analyzer=code, phrase=False),  # unstemmed words for "did you mean"
+        updated=STORED(),
+    )
+
+
+@dataclass(frozen=True)
+class IndexState:
+    generation: Path
+    seq: int
+    built_at: str
+    updated_at: str
+
+
+def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
+    """The index document of one entry; the only place that decides what is searchable."""
+    text = extract_text(entry.body_markdown)
+    signature_text = "\n".join(
+        " ".join(part for part in (s.exception, s.example) if part) for s in signatures
+    )
+    aliases = " ; ".join(entry.aliases)
+    return {
+        "id": entry.id,
+        "kind": entry.kind,
+        "tags": ",".join(entry.tags),
+        "id_text": entry.id,
+        "title": entry.title,
+        "aliases": aliases,
+        "signatures": signature_text,
+        "summary": entry.summary,
+        "body": text.prose,
+        "code": text.code,
+        "spell": " ".join((entry.title, entry.summary, aliases, signature_text, text.prose)),
+        "updated": entry.updated_at.isoformat() if entry.updated_at else "",
+    }
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def current_generation(index_dir: Path) -> Path | None:
+    try:
+        name = (index_dir / CURRENT_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    generation = index_dir / name
+    return generation if name and generation.is_dir() else None
+
+
+def read_state(index_dir: Path) -> IndexState | None:
+    generation = current_generation(index_dir)
+    if generation is None:
+        return None
+    try:
+        data = json.loads((generation / STATE_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return IndexState(generation, int(data["seq"]), data["built_at"], data["updated_at"])
+
+
+def _entry_documents(engine: Engine) -> tuple[int, list[dict]]:
+    with Session(engine) as session:
+        seq = storage.current_change_seq(session)
+        signatures: dict[str, list[Signature]] = {}
+        for sig in storage.active_signatures(session):
+            signatures.setdefault(sig.entry_id, []).append(sig)
+        docs = [document_for(e, signatures.get(e.id, [])) for e in storage.list_entries(session)]
+    return seq, docs
+
+
+def rebuild_index(
+    engine: Engine,
+    index_dir: Path,
+    *,
+    cjk: str = "bigram",
+    documents: Callable[[Engine], tuple[int, list[dict]]] = _entry_documents,
+) -> IndexState:
+    """Build a complete new generation beside the serving one, then swap CURRENT to it."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    generation = index_dir / f"gen-{time.time_ns()}-{os.getpid()}"
+    generation.mkdir()
+    try:
+        seq, docs = documents(engine)
+        ix = whoosh_index.create_in(str(generation), build_schema(cjk))
+        writer = ix.writer(limitmb=256, procs=1)
+        try:
+            for doc in docs:
+                writer.add_document(**doc)
+        except BaseException:
+            writer.cancel()
+            raise
+        writer.commit()
+        ix.close()
+        stamp = _now()
+        state = {"seq": seq, "built_at": stamp, "updated_at": stamp}
+        _write_atomic(generation / STATE_FILE, json.dumps(state))
+    except BaseException:
+        shutil.rmtree(generation, ignore_errors=True)
+        raise
+    _write_atomic(index_dir / CURRENT_FILE, generation.name + "\n")
+    _remove_stale_generations(index_dir, keep=generation.name)
+    return IndexState(generation, seq, stamp, stamp)
+
+
+def _remove_stale_generations(index_dir: Path, keep: str) -> None:
+    # Open readers of an old generation keep working on POSIX: their files stay until closed.
+    for child in index_dir.glob("gen-*"):
+        if child.name != keep:
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def update_index(engine: Engine, index_dir: Path) -> IndexState:
+    """Apply every change after the index's sequence; rebuild when there is no usable index."""
+    state = read_state(index_dir)
+    if state is None:
+        return rebuild_index(engine, index_dir)
+    with Session(engine) as session:
+        changes = storage.changes_since(session, seq=state.seq)
+        if not changes:
+            return state
+        new_seq = changes[-1].seq
+        entry_ids = list(dict.fromkeys(change.entry_id for change in changes))
+        entries = storage.get_entries(session, entry_ids=entry_ids)
+        documents = {
+            entry_id: document_for(entry, storage.entry_signatures(session, entry_id=entry_id))
+            for entry_id, entry in entries.items()
+            if not entry.archived
+        }
+    ix = whoosh_index.open_dir(str(state.generation))
+    try:
+        writer = ix.writer(timeout=0)
+    except LockError:
+        ix.close()
+        return state  # another process is applying the same changes right now
+    try:
+        for entry_id in entry_ids:
+            if entry_id in documents:
+                writer.update_document(**documents[entry_id])
+            else:
+                writer.delete_by_term("id", entry_id)
+    except BaseException:
+        writer.cancel()
+        ix.close()
+        raise
+    writer.commit()
+    ix.close()
+    stamp = _now()
+    _write_atomic(
+        state.generation / STATE_FILE,
+        json.dumps({"seq": new_seq, "built_at": state.built_at, "updated_at": stamp}),
+    )
+    return IndexState(state.generation, new_seq, state.built_at, stamp)

@@ -1,0 +1,98 @@
+"""One settings object, read from PITFALLS_* environment variables and a `.env` file.
+
+Every setting has a default that makes `pitfalls serve` work on a fresh clone; a bad value stops
+the start with a message that says which variable to fix and how.
+"""
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.resources import resource_dir
+
+SUPPORTED_DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+
+
+class SettingsError(Exception):
+    """A setting has a value the app cannot start with; the message says what to do."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PITFALLS_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    data_dir: Path = Field(
+        Path("data"), description="Folder for the SQLite database and the search index."
+    )
+    database_url: str = Field(
+        "",
+        description="SQLAlchemy URL of the database; empty means a SQLite file in the data dir.",
+    )
+    index_dir: Path | None = Field(
+        None,
+        description="Folder of the Whoosh search index; empty means <data dir>/index.",
+    )
+    content_dir: Path | None = Field(
+        None,
+        description="Folder of the Markdown entries; empty means ./content, or the entries "
+        "shipped with the package when there is no ./content.",
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        5000,
+        ge=0,
+        description="How long a SQLite writer waits for a lock before failing.",
+    )
+    index_check_interval_ms: int = Field(
+        1000,
+        ge=0,
+        description="How often a process compares the index with the database change sequence.",
+    )
+    search_page_size: int = Field(20, ge=1, le=200, description="Results per search page.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if value:
+            scheme = value.split("://", 1)[0] if "://" in value else ""
+            if scheme not in SUPPORTED_DATABASE_SCHEMES:
+                raise ValueError(
+                    f"unsupported database URL {value!r}: use sqlite:///path/to/pitfalls.db "
+                    "or postgresql+psycopg://user:password@host/dbname"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _fill_defaults(self) -> "Settings":
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise ValueError(
+                f"data dir {self.data_dir} exists and is not a folder: "
+                "point PITFALLS_DATA_DIR at a folder (it is created if missing)"
+            )
+        if not self.database_url:
+            self.database_url = f"sqlite:///{(self.data_dir / 'pitfalls.db').as_posix()}"
+        if self.index_dir is None:
+            self.index_dir = self.data_dir / "index"
+        if self.content_dir is None:
+            local = Path("content")
+            self.content_dir = local if local.is_dir() else resource_dir("content")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings; raise SettingsError naming the variable and the fix on a bad value."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "settings"
+            variable = f"PITFALLS_{field.upper()}" if error["loc"] else "settings"
+            message = error["msg"].removeprefix("Value error, ")
+            lines.append(f"{variable}: {message}")
+        raise SettingsError("cannot start: " + "; ".join(lines)) from None

@@ -1,0 +1,239 @@
+"""The database: engine, schema upgrades through Alembic, and every query the app makes.
+
+Routes, CLI commands and ingest reach the tables only through the small keyword-only functions
+here, so SQL stays in one place and stays portable between SQLite and PostgreSQL.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, event, func
+from sqlalchemy.engine import make_url
+from sqlmodel import Session, col, create_engine, delete, select
+
+from app.entries import EntryDocument
+from app.models import Change, Entry, Revision, Signature, Snippet, utcnow
+from app.resources import resource_dir
+from app.settings import Settings
+
+
+def create_db_engine(settings: Settings) -> Engine:
+    """An engine for the configured database; a SQLite file's folder is created on first use."""
+    url = make_url(settings.database_url)
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": settings.sqlite_busy_timeout_ms / 1000})
+    busy_timeout = int(settings.sqlite_busy_timeout_ms)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection, _record) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout}")
+        cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL; fsync at checkpoints
+        cursor.close()
+
+    return engine
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(resource_dir("migrations")))
+    return config
+
+
+def upgrade_schema(engine: Engine) -> None:
+    """Create or upgrade the schema to the newest migration (a no-op when already there)."""
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+
+def get_entry(session: Session, entry_id: str) -> Entry | None:
+    return session.get(Entry, entry_id)
+
+
+def list_entries(session: Session, *, include_archived: bool = False) -> Sequence[Entry]:
+    query = select(Entry).order_by(col(Entry.id))
+    if not include_archived:
+        query = query.where(col(Entry.archived).is_(False))
+    return session.exec(query).all()
+
+
+def get_entries(session: Session, *, entry_ids: Sequence[str]) -> dict[str, Entry]:
+    if not entry_ids:
+        return {}
+    rows = session.exec(select(Entry).where(col(Entry.id).in_(entry_ids))).all()
+    return {row.id: row for row in rows}
+
+
+def count_entries(session: Session) -> int:
+    query = select(func.count()).select_from(Entry).where(col(Entry.archived).is_(False))
+    return session.exec(query).one()
+
+
+def entry_signatures(session: Session, *, entry_id: str) -> Sequence[Signature]:
+    query = (
+        select(Signature).where(Signature.entry_id == entry_id).order_by(col(Signature.position))
+    )
+    return session.exec(query).all()
+
+
+def entry_snippets(session: Session, *, entry_id: str) -> Sequence[Snippet]:
+    query = select(Snippet).where(Snippet.entry_id == entry_id).order_by(col(Snippet.position))
+    return session.exec(query).all()
+
+
+def active_signatures(session: Session) -> Sequence[Signature]:
+    query = (
+        select(Signature)
+        .join(Entry, col(Entry.id) == col(Signature.entry_id))
+        .where(col(Entry.archived).is_(False))
+        .order_by(col(Signature.entry_id), col(Signature.position))
+    )
+    return session.exec(query).all()
+
+
+def list_revisions(session: Session, *, entry_id: str) -> Sequence[Revision]:
+    query = select(Revision).where(Revision.entry_id == entry_id).order_by(col(Revision.number))
+    return session.exec(query).all()
+
+
+def count_revisions(session: Session, *, entry_id: str) -> int:
+    query = select(func.count()).select_from(Revision).where(Revision.entry_id == entry_id)
+    return session.exec(query).one()
+
+
+def current_markdown(session: Session, *, entry: Entry) -> str:
+    query = select(Revision.markdown).where(
+        Revision.entry_id == entry.id, Revision.number == entry.revision
+    )
+    return session.exec(query).one()
+
+
+def current_change_seq(session: Session) -> int:
+    return session.exec(select(func.coalesce(func.max(Change.seq), 0))).one()
+
+
+def changes_since(session: Session, *, seq: int) -> Sequence[Change]:
+    query = select(Change).where(col(Change.seq) > seq).order_by(col(Change.seq))
+    return session.exec(query).all()
+
+
+# ---- writing (the caller commits: one transaction per logical change) ------------------------
+
+
+def _record_change(session: Session, *, entry_id: str, action: str, revision: int | None) -> None:
+    session.add(Change(entry_id=entry_id, action=action, revision=revision))
+
+
+def _replace_parts(session: Session, *, doc: EntryDocument) -> None:
+    assert doc.front is not None and doc.rendered is not None
+    entry_id = doc.front.id
+    session.exec(delete(Signature).where(col(Signature.entry_id) == entry_id))
+    session.exec(delete(Snippet).where(col(Snippet.entry_id) == entry_id))
+    for position, sig in enumerate(doc.front.signatures):
+        session.add(
+            Signature(
+                entry_id=entry_id,
+                position=position,
+                exception=sig.exception,
+                message=sig.message,
+                frame=sig.frame,
+                example=sig.example,
+            )
+        )
+    for position, snippet in enumerate(doc.rendered.snippets):
+        session.add(
+            Snippet(
+                entry_id=entry_id,
+                position=position,
+                role=snippet.role,
+                options=snippet.options,
+                code=snippet.code,
+                line=doc.body_line + snippet.line,
+            )
+        )
+
+
+def save_entry(
+    session: Session,
+    *,
+    doc: EntryDocument,
+    author: str,
+    source: str,
+    message: str = "",
+    file_hash: str | None = None,
+) -> str:
+    """Store `doc` as a new entry or a new revision of it; return the change action."""
+    assert doc.ok and doc.front is not None and doc.rendered is not None
+    front = doc.front
+    entry = session.get(Entry, front.id)
+    now = utcnow()
+    if entry is None:
+        action = "create"
+        entry = Entry(id=front.id, revision=1, created_at=now, **_entry_fields(doc))
+    else:
+        action = "restore" if entry.archived else "update"
+        entry.sqlmodel_update(_entry_fields(doc))
+        entry.revision += 1
+        entry.archived = False
+    entry.updated_at = now
+    if file_hash is not None:
+        entry.file_hash = file_hash
+    session.add(entry)
+    session.flush()  # the entry row must exist before rows that reference it
+    _replace_parts(session, doc=doc)
+    session.add(
+        Revision(
+            entry_id=entry.id,
+            number=entry.revision,
+            markdown=doc.markdown,
+            content_hash=doc.content_hash,
+            author=author,
+            source=source,
+            message=message,
+            created_at=now,
+        )
+    )
+    _record_change(session, entry_id=entry.id, action=action, revision=entry.revision)
+    return action
+
+
+def _entry_fields(doc: EntryDocument) -> dict:
+    assert doc.front is not None and doc.rendered is not None
+    front = doc.front
+    return {
+        "title": front.title,
+        "summary": front.summary,
+        "kind": front.kind,
+        "tags": list(front.tags),
+        "aliases": list(front.aliases),
+        "versions": front.versions,
+        "related": list(front.related),
+        "sources": list(front.sources),
+        "body_markdown": doc.body,
+        "body_html": doc.rendered.html,
+        "content_hash": doc.content_hash,
+    }
+
+
+def archive_entry(session: Session, *, entry: Entry) -> None:
+    entry.archived = True
+    entry.updated_at = utcnow()
+    session.add(entry)
+    _record_change(session, entry_id=entry.id, action="archive", revision=entry.revision)
+
+
+def delete_entry(session: Session, *, entry: Entry) -> None:
+    session.delete(entry)  # revisions, signatures and snippets go with it (ON DELETE CASCADE)
+    _record_change(session, entry_id=entry.id, action="delete", revision=None)

@@ -1,0 +1,49 @@
+"""The FastAPI application factory: nothing is opened until `create_app` runs."""
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app import __version__
+from app.bootstrap import prepare_data
+from app.resources import resource_dir
+from app.search import SearchService
+from app.settings import Settings, load_settings
+from app.storage import create_db_engine
+from app.web import api, pages
+from app.web.errors import install_error_handlers
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine = create_db_engine(settings)
+        # `pitfalls serve` has already prepared the data; this covers `uvicorn --factory` use.
+        prepare_data(settings, engine, ingest="if-empty")
+        app.state.engine = engine
+        app.state.search = SearchService(
+            settings.index_dir, engine, check_interval_ms=settings.index_check_interval_ms
+        )
+        try:
+            yield
+        finally:
+            app.state.search.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="Pitfalls",
+        version=__version__,
+        description="A searchable knowledge base of PyTorch pitfalls.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.templates = Jinja2Templates(directory=str(resource_dir("templates")))
+    app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,64 @@
+"""The JSON API under /api/v1: the same data the pages show, for bots and CI jobs."""
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from sqlmodel import Session
+
+from app import storage
+from app.entry_details import EntryDetails, get_entry_details
+from app.search_index import read_state
+from app.web.deps import SearchDep, SessionDep, SettingsDep
+
+router = APIRouter(prefix="/api/v1", tags=["api"])
+
+
+def health_data(session: Session, settings) -> dict:
+    state = read_state(settings.index_dir)
+    seq = storage.current_change_seq(session)
+    index = None
+    if state is not None:
+        built = datetime.fromisoformat(state.updated_at)
+        index = {
+            "seq": state.seq,
+            "built_at": state.built_at,
+            "updated_at": state.updated_at,
+            "age_seconds": round((datetime.now(UTC) - built).total_seconds(), 1),
+            "behind": max(0, seq - state.seq),
+        }
+    return {
+        "status": "ok" if index is not None else "degraded",
+        "entries": storage.count_entries(session),
+        "change_seq": seq,
+        "index": index,
+    }
+
+
+@router.get("/health", summary="Liveness and freshness: entry count, change sequence, index age")
+def health(session: SessionDep, settings: SettingsDep) -> dict:
+    return health_data(session, settings)
+
+
+@router.get("/search", summary="Full-text search over the entries")
+def search(
+    service: SearchDep,
+    settings: SettingsDep,
+    q: str = Query("", description="Words, an error message or an identifier", max_length=2000),
+    kind: str | None = Query(None, description="Only entries of this kind"),
+    tag: str | None = Query(None, description="Only entries with this tag"),
+    page: int = Query(1, ge=1),
+    limit: int | None = Query(None, ge=1, le=200),
+) -> dict:
+    result = service.search(
+        q, kind=kind, tag=tag, page=page, limit=limit or settings.search_page_size
+    )
+    return result.to_dict()
+
+
+@router.get("/entries/{entry_id}", summary="One entry with its rendered HTML and Markdown source")
+def entry(entry_id: str, session: SessionDep, response: Response) -> EntryDetails:
+    details = get_entry_details(session, entry_id)
+    if details is None:
+        raise HTTPException(404, f"no entry with id {entry_id!r}")
+    response.headers["ETag"] = f'"{details.revision}"'
+    return details
