@@ -126,7 +126,10 @@ class SearchService:
             self._generation = generation
             self._facet_sets = {}
         elif not self._searcher.up_to_date():
-            self._searcher = self._searcher.refresh()
+            # Not Searcher.refresh(): it reuses segment readers with their old deletion sets,
+            # so an entry deleted by a deletion-only commit would still be found.
+            self._searcher.close()
+            self._searcher = self._ix.searcher()
             self._facet_sets = {}
         return self._searcher
 

@@ -1,0 +1,110 @@
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from app.settings import Settings, load_settings
+from app.storage import create_db_engine, upgrade_schema
+
+REPO = Path(__file__).resolve().parent.parent
+REPO_CONTENT = REPO / "content"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip locally when a real component is missing; under CI that is a failure."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required under CI: {reason}")
+    pytest.skip(reason)
+
+
+def entry_text(
+    entry_id: str = "sample-entry",
+    *,
+    title: str = "A sample pitfall about view()",
+    kind: str = "error",
+    extra_front: str = "",
+    signatures: str | None = None,
+    body: str | None = None,
+) -> str:
+    """A valid entry; tests change one part of it at a time."""
+    if signatures is None:
+        signatures = (
+            "signatures:\n"
+            "  - exception: RuntimeError\n"
+            f"    message: 'failure in {entry_id} number (?P<n>\\d+)'\n"
+            f"    example: 'RuntimeError: failure in {entry_id} number 42 happened'\n"
+        )
+    if body is None:
+        body = (
+            "## What you see\n\nAn error.\n\n## Why it happens\n\nBecause.\n\n"
+            "## Fix\n\n```python fix\nprint('fixed')\n```\n"
+        )
+    return (
+        "---\n"
+        f"id: {entry_id}\n"
+        f"title: {title}\n"
+        "summary: One sentence that stands alone.\n"
+        f"kind: {kind}\n"
+        "tags: [tensor]\n"
+        f"{extra_front}"
+        f"{signatures}"
+        "---\n\n"
+        f"{body}"
+    )
+
+
+@pytest.fixture
+def content_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "content"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def repo_content(tmp_path: Path) -> Path:
+    """A private copy of the repository's real entries."""
+    path = tmp_path / "repo-content"
+    shutil.copytree(REPO_CONTENT, path)
+    return path
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path):
+    def _make(content: Path, **overrides) -> Settings:
+        return load_settings(data_dir=tmp_path / "data", content_dir=content, **overrides)
+
+    return _make
+
+
+@pytest.fixture
+def settings(make_settings, content_dir: Path) -> Settings:
+    return make_settings(content_dir)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    engine = create_db_engine(settings)
+    upgrade_schema(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def real_settings(make_settings, repo_content: Path) -> Settings:
+    return make_settings(repo_content)
+
+
+@pytest.fixture
+def real_client(real_settings: Settings) -> Iterator[TestClient]:
+    """The app over a fresh data dir holding the repository's entries."""
+    from app.web import create_app
+
+    with TestClient(create_app(real_settings)) as client:
+        yield client

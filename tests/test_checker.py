@@ -1,0 +1,104 @@
+"""`pitfalls check`: cross-file problems and the command's exit codes."""
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from app.checker import check_paths
+from app.cli import cli
+from tests.conftest import entry_text
+
+
+def write(folder: Path, entry_id: str, text: str | None = None) -> Path:
+    path = folder / f"{entry_id}.md"
+    path.write_text(text if text is not None else entry_text(entry_id), encoding="utf-8")
+    return path
+
+
+def sig(pattern: str, example: str) -> str:
+    return f"signatures:\n  - exception: RuntimeError\n    message: '{pattern}'\n    example: '{example}'\n"
+
+
+def test_duplicate_id_in_two_folders(content_dir: Path):
+    (content_dir / "a").mkdir()
+    (content_dir / "b").mkdir()
+    write(content_dir / "a", "twin")
+    write(content_dir / "b", "twin")
+    report = check_paths([content_dir])
+    messages = [str(p) for p in report.errors]
+    assert messages == [
+        f"{content_dir}/b/twin.md:2: duplicate id 'twin': already defined in {content_dir}/a/twin.md"
+    ]
+
+
+def test_related_must_exist(content_dir: Path):
+    write(content_dir, "one", entry_text("one", extra_front="related: [two, ghost]\n"))
+    write(content_dir, "two")
+    messages = [str(p) for p in check_paths([content_dir]).errors]
+    assert messages == [f"{content_dir}/one.md:7: related id 'ghost' does not exist"]
+
+
+def test_checking_one_file_sees_its_siblings(content_dir: Path):
+    one = write(content_dir, "one", entry_text("one", extra_front="related: [two]\n"))
+    write(content_dir, "two")
+    report = check_paths([one])
+    assert report.problems == []
+    assert [d.front.id for d in report.docs] == ["one"]
+
+
+def test_collision_when_another_entry_matches_the_example_as_well(content_dir: Path):
+    write(
+        content_dir,
+        "broad",
+        entry_text("broad", signatures=sig("shape mismatch", "RuntimeError: shape mismatch")),
+    )
+    write(
+        content_dir,
+        "narrow",
+        entry_text(
+            "narrow",
+            signatures=sig(
+                "shape mismatch in (?P<where>\\w+)", "RuntimeError: shape mismatch in conv"
+            ),
+        ),
+    )
+    messages = [str(p) for p in check_paths([content_dir]).errors]
+    # "broad" also matches the narrow example, but ranks lower (fewer literal characters).
+    assert messages == []
+    write(
+        content_dir,
+        "clone",
+        entry_text("clone", signatures=sig("shape mismatch", "RuntimeError: shape mismatch")),
+    )
+    messages = [str(p) for p in check_paths([content_dir]).errors]
+    assert (
+        f"{content_dir}/broad.md:10: collision: the example of signatures[0] is matched as well or better by entry 'clone' (signatures[0]); make one pattern more specific"
+        in messages
+    )
+    assert any(m.startswith(f"{content_dir}/clone.md:10: collision") for m in messages)
+
+
+def test_check_command_exit_codes_and_strict(content_dir: Path):
+    runner = CliRunner()
+    write(content_dir, "good")
+    result = runner.invoke(cli, ["check", str(content_dir)])
+    assert result.exit_code == 0, result.output
+    # A warning only: passes normally, fails with --strict.
+    write(content_dir, "warned", entry_text("warned", body="## Fix\n\nDo this.\n"))
+    assert runner.invoke(cli, ["check", str(content_dir)]).exit_code == 0
+    strict = runner.invoke(cli, ["check", "--strict", str(content_dir)])
+    assert strict.exit_code == 1
+    assert "warned.md:12: warning: missing section(s)" in strict.output
+    # An error: fails, names file and line, and the other files are still checked.
+    write(content_dir, "broken", "no front matter here\n")
+    result = runner.invoke(cli, ["check", str(content_dir)])
+    assert result.exit_code == 1
+    assert f"{content_dir}/broken.md:1: no front-matter" in result.output
+    assert "checked 3 file(s): 1 error(s), 1 warning(s)" in result.output
+
+
+def test_repository_content_is_clean_under_strict():
+    result = CliRunner().invoke(
+        cli, ["check", "--strict", str(Path(__file__).parent.parent / "content")]
+    )
+    assert result.exit_code == 0, result.output
