@@ -10,7 +10,14 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-from whoosh.analysis import Filter, LowercaseFilter, StopFilter, Token, Tokenizer
+from whoosh.analysis import (
+    Filter,
+    LowercaseFilter,
+    RegexTokenizer,
+    StopFilter,
+    Token,
+    Tokenizer,
+)
 from whoosh.lang.porter import stem
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -19,12 +26,14 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]
 _PLAIN_WORD = re.compile(r"^[a-z]+$")
 
 
-def _split_parts(word: str, start: int) -> list[tuple[str, int, int, int]]:
+def _split_parts(word: str, start: int) -> tuple[list[tuple[str, int, int, int]], int]:
     """Sub-names of a dotted/underscored/camelCase word: (text, start, end, first leaf index).
 
     Leaves (the finest parts) get consecutive positions so that phrases over parts still work;
     coarser parts share the position of their first leaf.
     """
+    if "." not in word and "_" not in word and (word.islower() or word[1:].islower()):
+        return [], 1  # a plain word: the common case, kept fast
     parts: list[tuple[str, int, int, int]] = []
     leaves = 0
     segments = [(m.group(), m.start()) for m in re.finditer(r"[^.]+", word)]
@@ -143,6 +152,11 @@ def stem_word(word: str) -> str:
 def code_analyzer(cjk: str = "bigram"):
     """For messages, identifiers and code: no stemming, no stop words."""
     return CodeAwareTokenizer(cjk) | LowercaseFilter()
+
+
+def spelling_analyzer():
+    """Plain words for "did you mean": cheap, since every text of an entry goes through it."""
+    return RegexTokenizer(r"[A-Za-z]{3,}") | LowercaseFilter()
 
 
 def prose_analyzer(cjk: str = "bigram"):

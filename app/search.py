@@ -13,7 +13,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlmodel import Session
 from whoosh import index as whoosh_index
-from whoosh.highlight import ContextFragmenter, HtmlFormatter
+from whoosh.collectors import TopCollector
+from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
 from whoosh.qparser import AndGroup, MultifieldParser, OrGroup
 from whoosh.query import And, Every, Query, Term
 from whoosh.searching import Searcher
@@ -32,6 +33,7 @@ from app.search_index import (
 FACET_FIELDS = {"kind": "kind", "tag": "tags"}
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
 STEMMED_FIELDS = ("title", "summary", "body")
+HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
 _QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z]{3,}")
 
 
@@ -74,6 +76,21 @@ class SearchResult:
             "suggestion": self.suggestion,
             "relaxed": self.relaxed,
         }
+
+
+class _TopAndAllCollector(TopCollector):
+    """Top-N scoring that also keeps every matched document number, in one pass.
+
+    Whoosh otherwise builds the (costly) multi-field matcher twice: once to score the page and
+    once more to count the total and the facets.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit=limit, usequality=False)
+
+    def _collect(self, global_docnum: int, score: float):
+        self.docset.add(global_docnum)
+        return super()._collect(global_docnum, score)
 
 
 class IndexUnavailable(RuntimeError):
@@ -190,9 +207,32 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit) -> str:
+    def _highlight(self, hit, needles: dict[str, tuple[str, ...]], schema) -> str:
+        """The first field that contains a query term, highlighted around its first occurrence.
+
+        Stems and bigrams are substrings of the words they come from, so a plain substring
+        search finds where to look; only a window of the text there is analyzed.
+        """
         for fieldname in HIGHLIGHT_FIELDS:
-            fragment = hit.highlights(fieldname, top=2)
+            text = hit.get(fieldname)
+            words = needles.get(fieldname)
+            if not text or not words:
+                continue
+            lowered = text.lower()
+            found = [at for at in (lowered.find(word) for word in words) if at >= 0]
+            if not found:
+                continue
+            start = max(0, min(found) - HIGHLIGHT_WINDOW // 3)
+            start = text.rfind(" ", 0, start) + 1 if start else 0
+            window = text[start : start + HIGHLIGHT_WINDOW]
+            fragment = highlight(
+                window,
+                frozenset(words),
+                schema[fieldname].analyzer,
+                self._fragmenter,
+                self._formatter,
+                top=2,
+            )
             if fragment:
                 return fragment
         return ""
@@ -219,15 +259,15 @@ class SearchService:
                 filters.append(Term("tags", tag.lower()))
             query = self._parse(searcher, text, AndGroup) if text else Every()
             relaxed = False
-            matched = self._matching(searcher, query, filters)
-            if not matched and text:
+            collector = self._collect(searcher, query, filters, page * limit)
+            if not collector.docset and text:
                 relaxed_query = self._parse(searcher, text, OrGroup)
                 if relaxed_query != query:
                     query, relaxed = relaxed_query, True
-                    matched = self._matching(searcher, query, filters)
+                    collector = self._collect(searcher, query, filters, page * limit)
+            matched = collector.docset
             result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
-            if matched:
-                result.hits = self._page(searcher, query, filters, page, limit, highlights)
+            result.hits = self._page(collector, query, page, limit, highlights)
             if facets:
                 result.facets = self._facets(searcher, matched)
             result.relaxed = relaxed
@@ -235,26 +275,27 @@ class SearchService:
                 result.suggestion = self._suggest(searcher, text)
         return result
 
-    def _matching(self, searcher: Searcher, query: Query, filters: list[Query]) -> set[int]:
-        full = And([query, *filters]) if filters else query
-        return set(searcher.docs_for_query(full))
+    def _collect(
+        self, searcher: Searcher, query: Query, filters: list[Query], limit: int
+    ) -> _TopAndAllCollector:
+        collector = _TopAndAllCollector(limit)
+        searcher.search_with_collector(And([query, *filters]) if filters else query, collector)
+        return collector
 
     def _page(
-        self,
-        searcher: Searcher,
-        query: Query,
-        filters: list[Query],
-        page: int,
-        limit: int,
-        highlights: bool,
+        self, collector: _TopAndAllCollector, query: Query, page: int, limit: int, highlights: bool
     ) -> list[SearchHit]:
-        full = And([query, *filters]) if filters else query
-        results = searcher.search_page(full, page, pagelen=limit, terms=highlights)
+        results = collector.results()
+        schema = results.searcher.schema
+        needles: dict[str, tuple[str, ...]] = {}
         if highlights:
-            results.results.formatter = self._formatter
-            results.results.fragmenter = self._fragmenter
+            for fieldname, term in query.iter_all_terms():
+                if isinstance(term, bytes):
+                    term = term.decode("utf-8")
+                needles.setdefault(fieldname, ())
+                needles[fieldname] += (str(term),)
         hits = []
-        for hit in results:
+        for hit in results[(page - 1) * limit : page * limit]:
             stored = hit.fields()
             hits.append(
                 SearchHit(
@@ -264,7 +305,7 @@ class SearchService:
                     kind=stored["kind"],
                     tags=[t for t in stored.get("tags", "").split(",") if t],
                     score=round(float(hit.score or 0.0), 4),
-                    highlights=self._highlight(hit) if highlights else "",
+                    highlights=self._highlight(hit, needles, schema) if highlights else "",
                 )
             )
         return hits

@@ -26,7 +26,7 @@ from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.index import LockError
 
 from app import storage
-from app.analysis import code_analyzer, prose_analyzer
+from app.analysis import code_analyzer, prose_analyzer, spelling_analyzer
 from app.models import Entry, Signature
 from app.rendering import extract_text
 
@@ -60,7 +60,7 @@ def build_schema(cjk: str = "bigram") -> Schema:
         summary=TEXT(analyzer=prose, stored=True),
         body=TEXT(analyzer=prose, stored=True),
         code=TEXT(analyzer=code),
-        spell=TEXT(analyzer=code, phrase=False),  # unstemmed words for "did you mean"
+        spell=TEXT(analyzer=spelling_analyzer(), phrase=False),  # for "did you mean"
         updated=STORED(),
     )
 
