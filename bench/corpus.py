@@ -6,21 +6,21 @@ from datetime import UTC, datetime
 
 from app.models import ENTRY_KINDS, Entry, Signature
 
-WORDS = (
-    "tensor gradient model layer batch training loss optimizer memory device shape weight bias "
-    "module checkpoint dataset loader worker kernel backward forward parameter buffer scheduler "
-    "learning rate precision float integer index dimension stride view reshape contiguous copy "
-    "error warning silent value result output input target label class sample epoch step norm "
-    "dropout activation convolution pooling linear embedding attention sequence hidden state "
-    "process thread queue signal timeout deadlock rank group broadcast reduce gather scatter "
-    "cuda driver version library compile build export trace script graph node edge leaf grad "
-    "accumulate clip scale overflow underflow nan infinity random seed deterministic benchmark "
-    "pin transfer async stream event synchronize allocate release cache fragment reserve peak"
-).split()
-CJK_WORDS = (
-    "显存 显存不足 不连续 共享内存 踩坑 梯度 损失 模型 训练 推理 数据 加载 多卡 分布式 "
-    "精度 随机种子 学习率 优化器 卷积 池化 批量 维度 形状 设备 报错 警告 内存泄漏 死锁"
-).split()
+WORDS = """
+tensor gradient model layer batch training loss optimizer memory device shape weight bias
+module checkpoint dataset loader worker kernel backward forward parameter buffer scheduler
+learning rate precision float integer index dimension stride view reshape contiguous copy
+error warning silent value result output input target label class sample epoch step norm
+dropout activation convolution pooling linear embedding attention sequence hidden state
+process thread queue signal timeout deadlock rank group broadcast reduce gather scatter cuda
+driver version library compile build export trace script graph node edge leaf grad
+accumulate clip scale overflow underflow nan infinity random seed deterministic benchmark
+pin transfer async stream event synchronize allocate release cache fragment reserve peak
+""".split()  # noqa: SIM905 (a word list reads best as text)
+CJK_WORDS = """
+显存 显存不足 不连续 共享内存 踩坑 梯度 损失 模型 训练 推理 数据 加载 多卡 分布式 精度 随机种子 学习率
+优化器 卷积 池化 批量 维度 形状 设备 报错 警告 内存泄漏 死锁
+""".split()  # noqa: SIM905
 MODULES = ["torch", "nn", "cuda", "optim", "utils", "data", "amp", "distributed", "jit", "onnx"]
 CLASSES = [
     "FloatTensor",
@@ -102,7 +102,7 @@ def generate(count: int, seed: int = 7) -> list[GeneratedEntry]:
             summary=sentence(rng, rng.randint(15, 25)),
             kind=rng.choice(ENTRY_KINDS),
             tags=rng.sample(tags, rng.randint(1, 3)),
-            aliases=rng.sample(CJK_WORDS, 2) + [rng.choice(WORDS)],
+            aliases=[*rng.sample(CJK_WORDS, 2), rng.choice(WORDS)],
             body_markdown=text,
             body_html="",
             content_hash="0" * 64,

@@ -19,10 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpus import QUERIES, generate  # noqa: E402
-
-from app.search import SearchService  # noqa: E402
-from app.search_index import FIELD_BOOSTS, document_for, rebuild_index  # noqa: E402
+from app.search import SearchService
+from app.search_index import FIELD_BOOSTS, document_for, rebuild_index
+from bench.corpus import QUERIES, generate
 
 PAGE = 20
 
