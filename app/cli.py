@@ -19,14 +19,17 @@ from app.settings import Settings, SettingsError, load_settings
 PROGRESS_MIN_FILES = 50
 
 
+class CannotRun(click.ClickException):
+    """The command could not run at all (exit 2), as opposed to finding problems (exit 1)."""
+
+    exit_code = 2
+
+
 def _settings() -> Settings:
     try:
         return load_settings()
     except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-click.ClickException.exit_code = 2  # a command that cannot run exits 2; findings exit 1
+        raise CannotRun(str(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

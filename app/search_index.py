@@ -170,10 +170,21 @@ def rebuild_index(
     return IndexState(generation, seq, stamp, stamp)
 
 
+def _generation_stamp(name: str) -> int:
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
 def _remove_stale_generations(index_dir: Path, keep: str) -> None:
-    # Open readers of an old generation keep working on POSIX: their files stay until closed.
+    """Remove generations older than `keep`; a newer one may be another process's build.
+
+    Open readers of an old generation keep working on POSIX: their files stay until closed.
+    """
+    newest = _generation_stamp(keep)
     for child in index_dir.glob("gen-*"):
-        if child.name != keep:
+        if child.name != keep and _generation_stamp(child.name) < newest:
             shutil.rmtree(child, ignore_errors=True)
 
 

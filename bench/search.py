@@ -227,6 +227,15 @@ def bench_tantivy(docs: list[dict], root: Path, repeat: int) -> dict | None:
     }
 
 
+def report_row(label: str, mine: float, fts: float, tan: float | None) -> str:
+    """One line of the table: our figure, the peers', and ours as a multiple of each peer's."""
+    row = f"{label:34}{mine:>16.2f}{fts:>16.2f}"
+    row += f"{tan:>16.2f}" if tan else f"{'-':>16}"
+    row += f"{mine / fts:>10.1f}x"
+    row += f"{mine / tan:>13.1f}x" if tan else ""
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -245,19 +254,14 @@ def main() -> None:
         print(
             f"{'':34}{'whoosh (ours)':>16}{'sqlite fts5':>16}{'tantivy':>16}{'ours/fts5':>11}{'ours/tantivy':>14}"
         )
-        row = f"{'index build (s)':34}{ours['build']:>16.2f}{fts['build']:>16.2f}"
-        row += f"{tan['build']:>16.2f}" if tan else f"{'-':>16}"
-        row += f"{ours['build'] / fts['build']:>10.1f}x"
-        row += f"{ours['build'] / tan['build']:>13.1f}x" if tan else ""
-        print(row)
+        print(report_row("index build (s)", ours["build"], fts["build"], tan and tan["build"]))
         for mode in ("plain", "highlights", "facets"):
             for at, label in ((0, "p50"), (1, "p99")):
-                mine = ours[mode][at]
-                line = f"{mode + ' ' + label + ' (ms)':34}{mine:>16.2f}{fts[mode][at]:>16.2f}"
-                line += f"{tan[mode][at]:>16.2f}" if tan else f"{'-':>16}"
-                line += f"{mine / fts[mode][at]:>10.1f}x"
-                line += f"{mine / tan[mode][at]:>13.1f}x" if tan else ""
-                print(line)
+                print(
+                    report_row(
+                        f"{mode} {label} (ms)", ours[mode][at], fts[mode][at], tan and tan[mode][at]
+                    )
+                )
         for mode in ("all", "plain, reopened", "facets, whoosh groupedby"):
             p50, p99 = ours[mode]
             print(f"{'whoosh ' + mode + ' p50/p99 (ms)':34}{p50:>10.2f} / {p99:.2f}")
