@@ -78,3 +78,10 @@ def test_one_error_shape_for_the_api_and_a_page_for_people(real_client):
 def test_openapi_documents_the_api(real_client):
     paths = real_client.get("/openapi.json").json()["paths"]
     assert {"/api/v1/health", "/api/v1/search", "/api/v1/entries/{entry_id}"} <= set(paths)
+
+
+def test_facet_links_keep_the_other_filter_and_toggle_their_own(real_client):
+    page = real_client.get("/search", params={"q": "tensor", "kind": "error"}).text
+    assert 'href="/search?kind=error&amp;q=tensor&amp;tag=shapes"' in page
+    # Clicking the active kind clears it.
+    assert re.search(r'href="/search\?q=tensor"\s+aria-current="true"', page)
