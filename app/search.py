@@ -34,7 +34,7 @@ FACET_FIELDS = {"kind": "kind", "tag": "tags"}
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
 STEMMED_FIELDS = ("title", "summary", "body")
 HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
-_QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z]{3,}")
+_QUERY_WORD = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 
 
 @dataclass(frozen=True)
