@@ -371,16 +371,20 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
     return doc
 
 
-def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
-    """Read and parse `path`; an unreadable file becomes a problem, not an exception."""
-    label = label or str(path)
+def parse_entry_bytes(data: bytes, label: str, expected_id: str | None = None) -> EntryDocument:
+    """Decode and parse a file's bytes; bytes that are not UTF-8 become a problem with a line."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         doc = EntryDocument(
             path=label, markdown="", front=None, body="", body_line=1, rendered=None
         )
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         doc.problems.append(Problem(label, line, f"the file is not UTF-8 text ({exc.reason})"))
         return doc
-    return parse_entry(text, label, expected_id=path.stem)
+    return parse_entry(text, label, expected_id=expected_id)
+
+
+def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
+    """Read and parse `path`; an unreadable file becomes a problem, not an exception."""
+    return parse_entry_bytes(path.read_bytes(), label or str(path), expected_id=path.stem)

@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app import storage
 from app.checker import collect_entry_files
-from app.entries import Problem, parse_entry
+from app.entries import Problem, parse_entry_bytes
 
 INGEST_AUTHOR = "ingest"
 
@@ -70,10 +70,7 @@ def ingest_content(
     report = IngestReport()
     files = collect_entry_files([content_dir]) if content_dir.is_dir() else []
     with Session(engine) as session:
-        known = {
-            e.id: (e.file_hash, e.archived)
-            for e in storage.list_entries(session, include_archived=True)
-        }
+        known = storage.entry_file_states(session)
     seen: dict[str, str] = {}
     for path in files:
         label = _label(path, content_dir)
@@ -92,16 +89,7 @@ def ingest_content(
         if entry_id in known and known[entry_id] == (digest, False):
             report.counts["unchanged"] += 1
             continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            report.problems.append(
-                Problem(label, line, f"the file is not UTF-8 text ({exc.reason})")
-            )
-            report.counts["broken"] += 1
-            continue
-        doc = parse_entry(text, label, expected_id=entry_id)
+        doc = parse_entry_bytes(data, label, expected_id=entry_id)
         report.problems.extend(doc.problems)
         if not doc.ok:
             report.counts["broken"] += 1

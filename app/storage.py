@@ -69,6 +69,12 @@ def list_entries(session: Session, *, include_archived: bool = False) -> Sequenc
     return session.exec(query).all()
 
 
+def entry_file_states(session: Session) -> dict[str, tuple[str | None, bool]]:
+    """id -> (hash of the file last ingested, archived): what ingest needs to skip a file."""
+    rows = session.exec(select(Entry.id, Entry.file_hash, Entry.archived)).all()
+    return {entry_id: (file_hash, archived) for entry_id, file_hash, archived in rows}
+
+
 def get_entries(session: Session, *, entry_ids: Sequence[str]) -> dict[str, Entry]:
     if not entry_ids:
         return {}
