@@ -137,6 +137,67 @@ def search(
 
 
 @cli.command()
+@click.argument("entry_ids", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="Seconds per snippet, unless the snippet sets timeout=.",
+)
+@click.option("--memory-mb", default=4096, show_default=True, type=click.IntRange(256))
+@click.option("--python", default=sys.executable, show_default="this interpreter")
+def verify(
+    entry_ids: tuple[str, ...],
+    as_json: bool,
+    jobs: int,
+    timeout_s: float,
+    memory_mb: int,
+    python: str,
+) -> None:
+    """Run every snippet: a repro must fail with its own entry's error, a fix or demo exit 0."""
+    from app.bootstrap import prepare_data
+    from app.storage import create_db_engine
+    from app.verification import UnknownEntries, summary_line, verify_entries
+
+    settings = _settings()
+    engine = create_db_engine(settings)
+    prepare_data(settings, engine)
+
+    def started(env, count: int) -> None:
+        click.echo(f"verifying {count} snippet(s) with {env.description}", err=True)
+
+    def show(result) -> None:
+        where = f"{result.snippet.label} (line {result.snippet.line})"
+        detail = f": {result.reason}" if result.reason else f" ({result.duration_ms} ms)"
+        click.echo(f"{result.status:<8} {where}{detail}", err=as_json)
+
+    try:
+        run = verify_entries(
+            engine,
+            entry_ids=entry_ids,
+            python=python,
+            jobs=jobs,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            on_start=started,
+            on_result=None if as_json else show,
+        )
+    except UnknownEntries as exc:
+        raise CannotRun(str(exc)) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(run.to_dict(), indent=2))
+    else:
+        click.echo(f"verify: {summary_line(run.results)}")
+    sys.exit(1 if run.failed else 0)
+
+
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--reload", is_flag=True, help="Restart when the code changes (development).")

@@ -24,6 +24,20 @@ class SnippetOut(BaseModel):
     line: int
 
 
+class VerificationOut(BaseModel):
+    """The newest `pitfalls verify` result of each snippet, for the code it has now."""
+
+    status: str  # verified | failing | partly verified | unverified
+    passed: int
+    failed: int
+    skipped: int
+    torch_version: str | None
+    python_version: str | None
+    platform: str | None
+    verified_at: datetime | None
+    skipped_reasons: list[str]
+
+
 class EntryDetails(BaseModel):
     id: str
     title: str
@@ -44,16 +58,43 @@ class EntryDetails(BaseModel):
     url: str
     signatures: list[SignatureOut]
     snippets: list[SnippetOut]
+    verification: VerificationOut
 
 
 def entry_url(entry_id: str) -> str:
     return f"/entries/{entry_id}"
 
 
+def verification_summary(session: Session, *, entry_id: str, snippets: int) -> VerificationOut:
+    rows = storage.latest_verifications(session, entry_id=entry_id)
+    counts = {
+        status: sum(r.status == status for r in rows) for status in ("passed", "failed", "skipped")
+    }
+    if counts["failed"]:
+        status = "failing"
+    elif counts["passed"] and counts["passed"] == snippets:
+        status = "verified"
+    elif counts["passed"]:
+        status = "partly verified"
+    else:
+        status = "unverified"
+    newest = max(rows, key=lambda r: r.verified_at) if rows else None
+    return VerificationOut(
+        status=status,
+        **counts,
+        torch_version=newest.torch_version if newest else None,
+        python_version=newest.python_version if newest else None,
+        platform=newest.platform if newest else None,
+        verified_at=newest.verified_at if newest else None,
+        skipped_reasons=sorted({r.reason for r in rows if r.status == "skipped"}),
+    )
+
+
 def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
     entry = storage.get_entry(session, entry_id)
     if entry is None:
         return None
+    snippets = storage.entry_snippets(session, entry_id=entry.id)
     return EntryDetails(
         id=entry.id,
         title=entry.title,
@@ -77,7 +118,7 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
             for s in storage.entry_signatures(session, entry_id=entry.id)
         ],
         snippets=[
-            SnippetOut(role=s.role, options=s.options, code=s.code, line=s.line)
-            for s in storage.entry_snippets(session, entry_id=entry.id)
+            SnippetOut(role=s.role, options=s.options, code=s.code, line=s.line) for s in snippets
         ],
+        verification=verification_summary(session, entry_id=entry.id, snippets=len(snippets)),
     )

@@ -105,3 +105,20 @@ class Change(SQLModel, table=True):
     action: str = Field(max_length=10, description="create, update, archive, restore or delete.")
     revision: int | None = None
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+
+
+class Verification(SQLModel, table=True):
+    """One run of one snippet by `pitfalls verify`: what happened, where, and when."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(sa_column=_entry_fk())
+    snippet_position: int
+    role: str = Field(max_length=10)
+    code_hash: str = Field(max_length=64, description="sha256 of the snippet's code when it ran.")
+    status: str = Field(max_length=10, description="passed, failed or skipped.")
+    reason: str = Field(default="", sa_type=Text)
+    duration_ms: int = 0
+    torch_version: str | None = Field(default=None, max_length=50)
+    python_version: str = Field(max_length=50)
+    platform: str = Field(max_length=200)
+    verified_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))

@@ -13,8 +13,9 @@ from sqlalchemy import Engine, event, func
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, col, create_engine, delete, select
 
-from app.entries import EntryDocument
-from app.models import Change, Entry, Revision, Signature, Snippet, utcnow
+from app.entries import EntryDocument, content_hash
+from app.matching import SignatureRecord
+from app.models import Change, Entry, Revision, Signature, Snippet, Verification, utcnow
 from app.resources import resource_dir
 from app.settings import Settings
 
@@ -107,6 +108,52 @@ def active_signatures(session: Session) -> Sequence[Signature]:
         .order_by(col(Signature.entry_id), col(Signature.position))
     )
     return session.exec(query).all()
+
+
+def all_snippets(session: Session, *, entry_ids: Sequence[str] = ()) -> Sequence[Snippet]:
+    """Snippets of the active entries (or of the ones named), in entry and position order."""
+    query = (
+        select(Snippet)
+        .join(Entry, col(Entry.id) == col(Snippet.entry_id))
+        .where(col(Entry.archived).is_(False))
+        .order_by(col(Snippet.entry_id), col(Snippet.position))
+    )
+    if entry_ids:
+        query = query.where(col(Snippet.entry_id).in_(entry_ids))
+    return session.exec(query).all()
+
+
+def latest_verifications(session: Session, *, entry_id: str) -> list[Verification]:
+    """The newest result of each snippet of the entry, for the code it has now."""
+    current = {s.position: s for s in entry_snippets(session, entry_id=entry_id)}
+    query = (
+        select(Verification)
+        .where(Verification.entry_id == entry_id)
+        .order_by(col(Verification.verified_at).desc(), col(Verification.id).desc())
+    )
+    latest: dict[int, Verification] = {}
+    for row in session.exec(query):
+        snippet = current.get(row.snippet_position)
+        if snippet is None or row.snippet_position in latest:
+            continue
+        if content_hash(snippet.code) == row.code_hash:
+            latest[row.snippet_position] = row
+    return [latest[p] for p in sorted(latest)]
+
+
+def active_signature_records(session: Session) -> list[SignatureRecord]:
+    """What the matcher needs of every active signature."""
+    return [
+        SignatureRecord(
+            entry_id=s.entry_id,
+            position=s.position,
+            message=s.message,
+            example=s.example,
+            exception=s.exception,
+            frame=s.frame,
+        )
+        for s in active_signatures(session)
+    ]
 
 
 def list_revisions(session: Session, *, entry_id: str) -> Sequence[Revision]:
@@ -243,3 +290,7 @@ def archive_entry(session: Session, *, entry: Entry) -> None:
 def delete_entry(session: Session, *, entry: Entry) -> None:
     session.delete(entry)  # revisions, signatures and snippets go with it (ON DELETE CASCADE)
     _record_change(session, entry_id=entry.id, action="delete", revision=None)
+
+
+def record_verification(session: Session, *, result: Verification) -> None:
+    session.add(result)

@@ -85,3 +85,10 @@ def test_facet_links_keep_the_other_filter_and_toggle_their_own(real_client):
     assert 'href="/search?kind=error&amp;q=tensor&amp;tag=shapes"' in page
     # Clicking the active kind clears it.
     assert re.search(r'href="/search\?q=tensor"\s+aria-current="true"', page)
+
+
+def test_entry_page_says_when_snippets_are_not_verified_yet(real_client):
+    page = real_client.get("/entries/view-non-contiguous").text
+    assert "Snippets not verified yet" in page
+    data = real_client.get("/api/v1/entries/view-non-contiguous").json()
+    assert data["verification"]["status"] == "unverified"

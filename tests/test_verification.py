@@ -1,0 +1,236 @@
+"""`pitfalls verify` machinery, on small snippets that need no torch."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlmodel import Session, select
+
+from app.cli import cli
+from app.entry_details import get_entry_details
+from app.ingest import ingest_content
+from app.matching import SignatureMatcher, SignatureRecord
+from app.models import Verification
+from app.verification import (
+    Environment,
+    SnippetToRun,
+    imported_modules,
+    judge_repro,
+    run_snippet,
+    unmet_requirement,
+    verify_entries,
+)
+from tests.conftest import entry_text
+
+MATCHER = SignatureMatcher(
+    [
+        SignatureRecord(
+            "mine",
+            0,
+            r"widget (?P<n>\d+) is broken",
+            "ValueError: widget 3 is broken",
+            "ValueError",
+        ),
+        SignatureRecord(
+            "theirs", 0, r"gadget overheated", "RuntimeError: gadget overheated", "RuntimeError"
+        ),
+    ]
+)
+ENV = Environment(
+    python=sys.executable,
+    python_version="3.11",
+    platform="test",
+    torch_version=None,
+    cuda=False,
+    gpus=0,
+    packages={"json": True},
+)
+
+
+def run(code: str, role: str = "fix", **options) -> tuple[str, str]:
+    snippet = SnippetToRun("mine", 0, role, code, {k: str(v) for k, v in options.items()})
+    result = run_snippet(snippet, ENV, MATCHER, timeout_s=10, memory_mb=512)
+    return result.status, result.reason
+
+
+def test_fix_that_exits_zero_passes():
+    assert run("print('ok')") == ("passed", "")
+
+
+def test_fix_that_raises_fails_with_its_output():
+    status, reason = run("raise KeyError('lost')")
+    assert status == "failed"
+    assert reason.startswith("exited with code 1:") and "KeyError: 'lost'" in reason
+
+
+def test_repro_with_its_own_error_passes():
+    assert run("raise ValueError('widget 42 is broken')", role="repro") == ("passed", "")
+
+
+def test_repro_that_does_not_fail_fails():
+    assert run("print('fine')", role="repro") == ("failed", "it exited 0: a repro must fail")
+
+
+def test_repro_with_another_entrys_error_fails():
+    status, reason = run("raise RuntimeError('gadget overheated')", role="repro")
+    assert status == "failed"
+    assert reason == "its error is matched first by entry 'theirs': RuntimeError: gadget overheated"
+
+
+def test_repro_with_an_unknown_error_fails():
+    status, reason = run("raise TypeError('nobody knows me')", role="repro")
+    assert (status, reason) == (
+        "failed",
+        "its error matches no signature: TypeError: nobody knows me",
+    )
+
+
+def test_repro_chained_error_counts_when_the_last_matches_nothing():
+    code = (
+        "try:\n    raise ValueError('widget 7 is broken')\n"
+        "except ValueError as e:\n    raise SystemError('wrapper') from e\n"
+    )
+    assert run(code, role="repro") == ("passed", "")
+
+
+def test_timeout_kills_the_snippet_and_its_children():
+    code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    snippet = SnippetToRun("mine", 0, "fix", code, {"timeout": "1"})
+    result = run_snippet(snippet, ENV, MATCHER, timeout_s=10, memory_mb=512)
+    assert (result.status, result.reason) == ("failed", "timed out after 1 s")
+    assert result.duration_ms < 5000
+
+
+def test_crash_is_reported_with_its_signal():
+    status, reason = run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert status == "failed" and reason.startswith("crashed with SIGSEGV")
+
+
+def test_memory_cap_stops_a_runaway_snippet():
+    status, reason = run("x = bytearray(2 * 1024 ** 3)")
+    assert status == "failed" and "MemoryError" in reason
+
+
+def test_runs_in_a_private_temporary_folder(tmp_path: Path):
+    status, _ = run(
+        "import os\nopen('out.txt', 'w').write('x')\nassert os.getcwd() != " + repr(str(Path.cwd()))
+    )
+    assert status == "passed"
+    assert not (Path.cwd() / "out.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "code", "reason"),
+    [
+        ({"requires": "cuda"}, "pass", "requires cuda: torch is not installed"),
+        ({"requires": "cuda,gpus=2"}, "pass", "requires cuda: torch is not installed"),
+        (
+            {"requires": "surely_not_a_package_xyz"},
+            "pass",
+            "requires surely_not_a_package_xyz: the package is not installed",
+        ),
+        (
+            {},
+            "import surely_not_a_package_xyz",
+            "imports surely_not_a_package_xyz: the package is not installed",
+        ),
+    ],
+)
+def test_unmet_requirements_are_skipped_with_the_reason(options, code, reason):
+    snippet = SnippetToRun("mine", 0, "repro", code, options)
+    assert unmet_requirement(snippet, ENV) == reason
+    result = run_snippet(snippet, ENV, MATCHER)
+    assert (result.status, result.reason) == ("skipped", reason)
+
+
+def test_gpu_count_requirement():
+    env = Environment(sys.executable, "3.11", "t", "2.13.0", True, 1, {"torch": True})
+    snippet = SnippetToRun("mine", 0, "fix", "import torch", {"requires": "cuda,gpus=2"})
+    assert unmet_requirement(snippet, env) == "requires 2 GPUs: 1 here"
+
+
+def test_imported_modules_ignore_the_standard_library():
+    assert imported_modules(
+        "import os, json\nimport torch.nn as nn\nfrom numpy import zeros\nfrom . import x"
+    ) == {"torch", "numpy"}
+
+
+def test_judge_repro_reads_multi_line_messages():
+    output = 'Traceback (most recent call last):\n  File "x", line 1\nValueError: first line\nwidget 5 is broken\n'
+    assert judge_repro("mine", output, MATCHER) is None
+
+
+def test_verify_command_stores_results_and_exits_one_on_failure(
+    make_settings, content_dir: Path, monkeypatch
+):
+    settings = make_settings(content_dir)
+    monkeypatch.setenv("PITFALLS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("PITFALLS_CONTENT_DIR", str(content_dir))
+    body = (
+        "## What you see\n\nx\n\n## Why it happens\n\ny\n\n## Fix\n\n"
+        "```python fix\nprint('fixed')\n```\n\n## Reproduce\n\n"
+        "```python repro\nraise RuntimeError('failure in good number 7 happened')\n```\n\n"
+        "```python demo requires=cuda\nimport torch\n```\n"
+    )
+    (content_dir / "good.md").write_text(entry_text("good", body=body), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["verify", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["summary"] == "2 passed, 0 failed, 1 skipped"
+    assert [r["status"] for r in data["results"]] == ["passed", "passed", "skipped"]
+
+    from app.storage import create_db_engine
+
+    engine = create_db_engine(settings)
+    with Session(engine) as session:
+        assert len(session.exec(select(Verification)).all()) == 3
+        summary = get_entry_details(session, "good").verification
+        assert (summary.status, summary.passed, summary.skipped) == ("partly verified", 2, 1)
+        assert summary.python_version and summary.verified_at
+    # The repro changes so it no longer fails: verify reports it, exits 1, and the entry page
+    # shows only the result for the snippet's current code.
+    (content_dir / "good.md").write_text(
+        entry_text(
+            "good",
+            body=body.replace(
+                "raise RuntimeError('failure in good number 7 happened')", "print('no error')"
+            ),
+        ),
+        encoding="utf-8",
+    )
+    result = runner.invoke(cli, ["verify"])
+    assert result.exit_code == 1
+    assert "failed   good repro#1" in result.output and "a repro must fail" in result.output
+    assert "verify: 1 passed, 1 failed, 1 skipped" in result.output
+    with Session(engine) as session:
+        assert get_entry_details(session, "good").verification.status == "failing"
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    with TestClient(create_app(settings)) as client:
+        badge = client.get("/entries/good").text
+    assert "Failing on torch" in badge and "1 passed, 1 failed, 1 skipped (requires cuda" in badge
+    assert runner.invoke(cli, ["verify", "nope"]).exit_code == 2
+    engine.dispose()
+
+
+def test_verify_entries_only_runs_the_named_entries(settings, engine, content_dir: Path):
+    for name in ("one", "two"):
+        body = f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\nprint('{name}')\n```\n"
+        (content_dir / f"{name}.md").write_text(entry_text(name, body=body), encoding="utf-8")
+    ingest_content(engine, content_dir)
+    run_result = verify_entries(engine, entry_ids=["two"], jobs=1)
+    assert [r.snippet.entry_id for r in run_result.results] == ["two"]
+
+
+def test_noise_in_the_output_does_not_hide_a_traceback():
+    output = '\x00Traceback (most recent call last):\n  File "x"\n\x1b[31mValueError\x1b[0m: widget 9 is broken\n'
+    assert judge_repro("mine", output, MATCHER) is None
