@@ -104,7 +104,7 @@ class SnippetResult:
 
 
 def imported_modules(code: str) -> set[str]:
-    """Top-level modules a snippet imports, other than the standard library's."""
+    """Top-level packages a snippet imports: not the standard library's, not its own files."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -115,7 +115,9 @@ def imported_modules(code: str) -> set[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
-    return {name for name in names if name not in sys.stdlib_module_names}
+    # A module whose file the snippet writes itself (`shortrepr.py`, `nets/`) is not a package.
+    local = {name for name in names if f"{name}.py" in code or f"{name}/" in code}
+    return {name for name in names if name not in sys.stdlib_module_names} - local
 
 
 def _required(snippet: SnippetToRun) -> list[str]:
@@ -127,7 +129,7 @@ def probe_environment(python: str, snippets: Iterable[SnippetToRun]) -> Environm
     names = {"torch"}
     for snippet in snippets:
         names.update(imported_modules(snippet.code))
-        names.update(r for r in _required(snippet) if r != "cuda" and "=" not in r)
+        names.update(r for r in _required(snippet) if r not in ("cuda", "no-cuda") and "=" not in r)
     result = subprocess.run(
         [python, "-c", _PROBE, json.dumps(sorted(names))],
         capture_output=True,
@@ -148,6 +150,9 @@ def unmet_requirement(snippet: SnippetToRun, env: Environment) -> str | None:
                 return "requires cuda: torch is not installed"
             if not env.cuda:
                 return "requires cuda: no CUDA device here"
+        elif name == "no-cuda":
+            if env.cuda:
+                return "requires no-cuda: it shows the error of a machine without CUDA"
         elif name == "gpus":
             wanted = int(value) if value.isdigit() else 1
             if env.gpus < wanted:

@@ -201,7 +201,6 @@ def real_service(tmp_path_factory):
         ("batches tracked", "state-dict-num-batches-tracked"),
         ("bn1.num_batches_tracked", "state-dict-num-batches-tracked"),
         ("FloatTensor", "tensor-cuda-not-inplace"),
-        ("torch.cuda.FloatTensor", "tensor-cuda-not-inplace"),
         ("显存", "cuda-out-of-memory"),
         ("显存不足", "cuda-out-of-memory"),
         ("不连续", "view-non-contiguous"),
@@ -213,6 +212,11 @@ def test_real_content_finds_the_right_entry_first(real_service, query: str, expe
     result = real_service.search(query)
     assert result.hits, f"nothing found for {query!r}"
     assert result.hits[0].id == expected, [h.id for h in result.hits[:3]]
+
+
+def test_real_content_finds_a_dotted_identifier_whole(real_service):
+    top = {h.id for h in real_service.search("torch.cuda.FloatTensor").hits[:2]}
+    assert top == {"tensor-cuda-not-inplace", "cuda-tensor-creation-slow"}
 
 
 def test_real_content_suggests_contiguous_for_a_typo(real_service):

@@ -149,6 +149,17 @@ def test_unmet_requirements_are_skipped_with_the_reason(options, code, reason):
     assert (result.status, result.reason) == ("skipped", reason)
 
 
+def test_no_cuda_requirement_skips_on_a_gpu_machine():
+    gpu = Environment(sys.executable, "3.11", "t", "2.13.0", True, 1, {"torch": True})
+    snippet = SnippetToRun("mine", 0, "repro", "import torch", {"requires": "no-cuda"})
+    assert (
+        unmet_requirement(snippet, gpu)
+        == "requires no-cuda: it shows the error of a machine without CUDA"
+    )
+    cpu = Environment(sys.executable, "3.11", "t", "2.13.0", False, 0, {"torch": True})
+    assert unmet_requirement(snippet, cpu) is None
+
+
 def test_gpu_count_requirement():
     env = Environment(sys.executable, "3.11", "t", "2.13.0", True, 1, {"torch": True})
     snippet = SnippetToRun("mine", 0, "fix", "import torch", {"requires": "cuda,gpus=2"})
