@@ -76,8 +76,10 @@ class IndexState:
 def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
     """The index document of one entry; the only place that decides what is searchable."""
     text = extract_text(entry.body_markdown)
+    # The example already starts with its exception type; the name is added only when it does not.
     signature_text = "\n".join(
-        " ".join(part for part in (s.exception, s.example) if part) for s in signatures
+        s.example if not s.exception or s.exception in s.example else f"{s.exception} {s.example}"
+        for s in signatures
     )
     aliases = " ; ".join(entry.aliases)
     return {

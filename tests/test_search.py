@@ -219,5 +219,14 @@ def test_real_content_finds_a_dotted_identifier_whole(real_service):
     assert top == {"tensor-cuda-not-inplace", "cuda-tensor-creation-slow"}
 
 
+def test_real_content_highlights_quote_the_message_once(real_service):
+    (hit,) = [
+        h
+        for h in real_service.search("killed by signal").hits
+        if h.id == "dataloader-worker-killed"
+    ]
+    assert "RuntimeError: " in hit.highlights and "RuntimeError RuntimeError" not in hit.highlights
+
+
 def test_real_content_suggests_contiguous_for_a_typo(real_service):
     assert real_service.search("contigous").suggestion == "contiguous"
