@@ -197,6 +197,136 @@ def verify(
     sys.exit(1 if run.failed else 0)
 
 
+def _answer(text: str, server: str | None) -> dict:
+    """The /api/v1/match answer for `text`: from a running server, or computed here."""
+    if server:
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(
+            server.rstrip("/") + "/api/v1/match",
+            data=text.encode("utf-8"),
+            headers={"Content-Type": "text/plain; charset=utf-8"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            raise CannotRun(f"the server answered {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise CannotRun(f"cannot reach {server}: {exc}") from None
+    from sqlmodel import Session
+
+    from app.answers import answer_paste
+    from app.bootstrap import prepare_data
+    from app.matching import SignatureMatcher
+    from app.search import SearchService
+    from app.storage import active_signature_records, create_db_engine
+
+    settings = _settings()
+    engine = create_db_engine(settings)
+    prepare_data(settings, engine, ingest="if-empty")
+    with Session(engine) as session:
+        matcher = SignatureMatcher(active_signature_records(session))
+    search = SearchService(settings.index_dir, engine)
+    try:
+        text = text[-settings.max_paste_bytes :]
+        return answer_paste(text, engine=engine, matcher=matcher, search=search).model_dump()
+    finally:
+        search.close()
+        engine.dispose()
+
+
+def _print_answer(answer: dict, err: bool = False) -> None:
+    click.echo(answer["message"], err=err)
+    for match in answer["matches"]:
+        why = match["why"]
+        click.echo(f"\n  {match['title']}  [{match['id']}, {match['confidence']:.0%}]", err=err)
+        click.echo(f"  matched: {why['matched_text']}", err=err)
+        for name, value in match["captures"].items():
+            click.echo(f"  {name.replace('_', ' ')}: {value}", err=err)
+        if match["fix_markdown"]:
+            click.echo("\n  Fix:", err=err)
+            for line in match["fix_markdown"].splitlines():
+                click.echo(f"    {line}", err=err)
+        click.echo(f"  more: {match['url']}", err=err)
+    if answer["related"]:
+        click.echo("\nRelated by text, not a known match:", err=err)
+        for related in answer["related"]:
+            click.echo(f"  {related['id']:<36} {related['title']}", err=err)
+
+
+@cli.command()
+@click.argument("source", default="-", type=click.File("rb"))
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
+@click.option("--server", metavar="URL", help="Ask a running Pitfalls server instead.")
+def match(source, as_json: bool, server: str | None) -> None:
+    """Explain a traceback from FILE (or standard input): exit 0 when a known pitfall matched,
+    1 when none did, 2 on error."""
+    text = source.read().decode("utf-8", errors="replace")
+    answer = _answer(text, server)
+    if as_json:
+        click.echo(json.dumps(answer, ensure_ascii=False, indent=2, default=str))
+    else:
+        _print_answer(answer)
+    sys.exit(0 if answer["matches"] else 1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--server", metavar="URL", help="Ask a running Pitfalls server instead.")
+def run(command: tuple[str, ...], server: str | None) -> None:
+    """Run COMMAND with its output passed through; when it fails, show the matching pitfalls.
+
+    Exits with the command's own exit code. Put `--` before the command:
+    pitfalls run -- python train.py
+    """
+    import subprocess
+    import threading
+    from collections import deque
+
+    tail: deque[bytes] = deque()
+    size = [0]
+    limit = 1_000_000
+    lock = threading.Lock()
+
+    def pump(stream, sink) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            sink.write(chunk)
+            sink.flush()
+            with lock:
+                tail.append(chunk)
+                size[0] += len(chunk)
+                while size[0] > limit and len(tail) > 1:
+                    size[0] -= len(tail.popleft())
+
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        click.echo(f"pitfalls run: cannot start {command[0]}: {exc.strerror}", err=True)
+        sys.exit(127)
+    threads = [
+        threading.Thread(target=pump, args=(process.stdout, sys.stdout.buffer), daemon=True),
+        threading.Thread(target=pump, args=(process.stderr, sys.stderr.buffer), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(2)
+        code = process.wait()
+    for thread in threads:
+        thread.join()
+    if code != 0:
+        text = b"".join(tail).decode("utf-8", errors="replace")
+        click.echo("\n--- pitfalls ---", err=True)
+        _print_answer(_answer(text, server), err=True)
+    sys.exit(code)
+
+
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))

@@ -1,11 +1,17 @@
-"""Matching exception messages against every signature of every entry in one RE2 pass.
+"""Matching pasted errors against every signature of every entry in one RE2 pass.
 
-One `re2.Set` holds all message patterns; only the patterns it reports are run again, one by
-one, for their span and named groups. Ranking prefers an agreeing exception type, then the more
-specific pattern (more literal characters).
+All message patterns live in RE2 sets (one pass over a text finds every candidate); only the
+candidates are run again, one by one, for their span and named groups. Each set also holds a
+sentinel that matches any text, so a set that reports nothing at all has failed (its DFA ran out
+of memory), and then its patterns are searched one by one: a failure never silently matches
+nothing.
+
+Ranking prefers the final exception over earlier ones in a chain, an agreeing exception type, a
+matching frame, and the more specific pattern; the result is a confidence in [0, 1].
 """
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import re2
@@ -17,10 +23,16 @@ from app.signatures import (
     literal_length,
     split_exception_line,
 )
+from app.tracebacks import ParsedException, ParsedPaste
 
-_SET_OPTIONS = re2.Options()
-_SET_OPTIONS.log_errors = False
-_SET_OPTIONS.max_mem = 512 << 20  # the default budget fails to compile past ~1-2k patterns
+DEFAULT_CHUNK_SIZE = 2000
+DEFAULT_SET_MEMORY = 256 << 20  # the default budget fails to compile past ~1-2k patterns
+KNOWN_MATCH_THRESHOLD = 0.5
+# Patterns shorter than this (in literal characters) need an agreeing exception type: a bare
+# `2` (SystemExit) or `invalid syntax` must not claim any error that happens to say so.
+GENERIC_PATTERN_CHARS = 20
+_SENTINEL = r"\A"
+_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,7 @@ class SignatureRecord:
 @dataclass(frozen=True)
 class SignatureHit:
     signature: SignatureRecord
+    index: int  # position in the matcher, for its frame condition
     span: tuple[int, int]
     captures: dict[str, str] = field(default_factory=dict)
     type_agrees: bool = False
@@ -48,50 +61,113 @@ class SignatureHit:
         return (self.type_agrees, self.specificity)
 
 
+@dataclass(frozen=True)
+class PitfallMatch:
+    """One entry matched in a paste, with why: the signature, the text, the exception."""
+
+    entry_id: str
+    confidence: float
+    hit: SignatureHit
+    matched_in: str  # final | cause | context | worker | earlier | warning | text
+    exception_index: int | None  # index in ParsedPaste.exceptions, None for warnings and text
+    subject: str  # the exception or warning line, or the text line, that was matched
+    searched_text: str  # the text the span refers to
+
+    @property
+    def matched_text(self) -> str:
+        start, end = self.hit.span
+        return self.searched_text[start:end]
+
+
+class _Chunk:
+    def __init__(self, records: Sequence[int], patterns: Sequence[str], max_mem: int) -> None:
+        options = re2.Options()
+        options.log_errors = False
+        options.max_mem = max_mem
+        self.indices = list(records)  # matcher-wide index of each pattern, in set order
+        self.set = re2.Set.SearchSet(options)
+        self.set.Add(_SENTINEL)
+        for pattern in patterns:
+            self.set.Add(pattern)
+        self.set.Compile()
+
+
 class SignatureMatcher:
     """All signatures compiled once; `match_message` is then one set pass plus confirmations."""
 
-    def __init__(self, records: Iterable[SignatureRecord]) -> None:
+    def __init__(
+        self,
+        records: Iterable[SignatureRecord],
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        set_memory: int = DEFAULT_SET_MEMORY,
+    ) -> None:
         self._records: list[SignatureRecord] = []
         self._regexes = []
+        self._frames = []
         self._specificity: list[int] = []
-        self._set = re2.Set.SearchSet(_SET_OPTIONS)
         for record in records:
             try:
                 regex = compile_pattern(record.message)
+                frame = compile_pattern(record.frame) if record.frame else None
             except PatternError:
                 continue  # reported by the checker; a broken pattern must not stop the rest
-            self._set.Add(record.message)
             self._records.append(record)
             self._regexes.append(regex)
+            self._frames.append(frame)
             self._specificity.append(literal_length(record.message))
-        if self._records:
+        self._chunks: list[_Chunk] = []
+        for start in range(0, len(self._records), chunk_size):
+            indices = range(start, min(start + chunk_size, len(self._records)))
             try:
-                self._set.Compile()
+                chunk = _Chunk(indices, [self._records[i].message for i in indices], set_memory)
             except re2.error as exc:
                 raise RuntimeError(
                     "the signature set did not compile within its memory budget"
                 ) from exc
+            self._chunks.append(chunk)
+        self.fallbacks = 0  # how often a set failed at match time and patterns ran one by one
 
     def __len__(self) -> int:
         return len(self._records)
 
+    @property
+    def records(self) -> list[SignatureRecord]:
+        return self._records
+
+    def candidates(self, text: str) -> list[int]:
+        """Indices of the signatures whose pattern occurs in `text`: one pass per set."""
+        found: list[int] = []
+        for chunk in self._chunks:
+            result = chunk.set.Match(text) or []
+            if 0 not in result:  # not even the sentinel: the set failed, search one by one
+                self.fallbacks += 1
+                found.extend(i for i in chunk.indices if self._regexes[i].search(text))
+                continue
+            found.extend(chunk.indices[j - 1] for j in result if j)
+        return found
+
+    def frame_matches(self, index: int, files: Sequence[str]) -> bool | None:
+        """True/False when the signature has a frame condition and frames are known."""
+        frame = self._frames[index]
+        if frame is None or not files:
+            return None
+        return any(frame.search(file) for file in files)
+
     def match_message(self, message: str, exception_type: str | None = None) -> list[SignatureHit]:
         """Every signature whose pattern is found in `message`, best first."""
-        if not self._records:
-            return []
         hits = []
-        for index in self._set.Match(message) or ():
+        for index in self.candidates(message):
             found = self._regexes[index].search(message)
             if found is None:
                 continue
             record = self._records[index]
-            captures = {k: v for k, v in found.groupdict().items() if v is not None}
             hits.append(
                 SignatureHit(
                     signature=record,
+                    index=index,
                     span=found.span(),
-                    captures=captures,
+                    captures={k: v for k, v in found.groupdict().items() if v is not None},
                     type_agrees=exception_agrees(record.exception, exception_type),
                     specificity=self._specificity[index],
                 )
@@ -103,3 +179,124 @@ class SignatureMatcher:
         """Match a `Type: message` line, such as a signature's example."""
         line = split_exception_line(text)
         return self.match_message(line.message, line.type)
+
+
+# ---- ranking a whole paste ---------------------------------------------------------------------
+
+_ROLE_WEIGHT = {
+    "final": 1.0,
+    "worker": 1.0,
+    "warning": 0.9,
+    "cause": 0.8,
+    "context": 0.8,
+    "earlier": 0.75,
+    "text": 0.6,
+}
+
+
+def _confidence(role: str, specificity: int, type_term: float, frame_term: float) -> float:
+    spec = min(1.0, specificity / 30)
+    score = _ROLE_WEIGHT[role] * (0.45 + 0.25 * spec + 0.2 * type_term + 0.1 * frame_term)
+    return round(min(1.0, score), 3)
+
+
+def _subjects(parsed: ParsedPaste) -> list[tuple[str, int | None, str, str, list[str]]]:
+    """(role, exception index, type, message, frame files) for everything worth matching."""
+    final = parsed.final
+    subjects = []
+    for index, exc in enumerate(parsed.exceptions):
+        if exc is final:
+            role = "worker" if exc.link == "worker" else "final"
+        else:
+            role = exc.link if exc.link in ("cause", "context") else "earlier"
+        subjects.append((role, index, exc.type, exc.message, [f.file for f in exc.frames]))
+    for warning in parsed.warnings:
+        subjects.append(("warning", None, warning.category, warning.message, []))
+    return subjects
+
+
+def _score_hit(
+    matcher: SignatureMatcher,
+    hit: SignatureHit,
+    role: str,
+    actual_type: str | None,
+    files: list[str],
+) -> float | None:
+    record = hit.signature
+    type_term = 0.5
+    if record.exception and actual_type:
+        if hit.type_agrees:
+            type_term = 1.0
+        elif hit.specificity < GENERIC_PATTERN_CHARS:
+            return None  # a short pattern with the wrong exception type is no evidence
+        else:
+            type_term = 0.0
+    elif record.exception is None and hit.specificity < GENERIC_PATTERN_CHARS and role == "text":
+        return None
+    frame_term = 0.5
+    frame = matcher.frame_matches(hit.index, files)
+    if frame is False:
+        return None
+    if frame is True:
+        frame_term = 1.0
+    return _confidence(role, hit.specificity, type_term, frame_term)
+
+
+def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallMatch]:
+    """The entries matched in a parsed paste, one per entry, best first."""
+    best: dict[str, PitfallMatch] = {}
+
+    def consider(match: PitfallMatch) -> None:
+        current = best.get(match.entry_id)
+        if current is None or match.confidence > current.confidence:
+            best[match.entry_id] = match
+
+    for role, index, actual_type, message, files in _subjects(parsed):
+        texts = [message]
+        collapsed = _SPACES.sub(" ", message)
+        if collapsed != message:
+            texts.append(collapsed)  # hard-wrapped or re-indented messages
+        for text in texts:
+            hits = matcher.match_message(text, actual_type)
+            for hit in hits:
+                confidence = _score_hit(matcher, hit, role, actual_type, files)
+                if confidence is None:
+                    continue
+                subject = f"{actual_type}: {message.splitlines()[0] if message else ''}"
+                consider(
+                    PitfallMatch(
+                        hit.signature.entry_id, confidence, hit, role, index, subject, text
+                    )
+                )
+            if hits:
+                break
+    # Errors printed without an exception line (a CUDA kernel assertion, a bus error notice):
+    # one pass over the whole text, for entries not found above.
+    text = parsed.text
+    for hit in matcher.match_message(text):
+        if hit.signature.entry_id in best:
+            continue
+        confidence = _score_hit(matcher, hit, "text", None, [])
+        if confidence is None:
+            continue
+        start = text.rfind("\n", 0, hit.span[0]) + 1
+        end = text.find("\n", hit.span[1])
+        line = text[start : end if end >= 0 else len(text)].strip()
+        consider(PitfallMatch(hit.signature.entry_id, confidence, hit, "text", None, line, text))
+    return sorted(best.values(), key=lambda m: (m.confidence, m.hit.specificity), reverse=True)
+
+
+def known_matches(matches: Sequence[PitfallMatch]) -> list[PitfallMatch]:
+    return [m for m in matches if m.confidence >= KNOWN_MATCH_THRESHOLD]
+
+
+__all__ = [
+    "KNOWN_MATCH_THRESHOLD",
+    "ParsedException",
+    "PitfallMatch",
+    "SignatureHit",
+    "SignatureMatcher",
+    "SignatureRecord",
+    "known_matches",
+    "match_paste",
+]

@@ -145,3 +145,22 @@ def extract_text(markdown: str) -> BodyText:
     """Prose and code of a body without rendering HTML: what the search index needs."""
     found = _collect(_markdown().parse(markdown))
     return BodyText(_join(found.prose), _join(found.code))
+
+
+def markdown_section(markdown: str, heading: str) -> str:
+    """The text under `## heading` up to the next heading of the same or a higher level."""
+    lines = markdown.split("\n")
+    out: list[str] = []
+    inside = False
+    fence = False
+    for line in lines:
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        if not fence and line.startswith("## "):
+            if inside:
+                break
+            inside = line[3:].strip().lower() == heading.lower()
+            continue
+        if inside:
+            out.append(line)
+    return "\n".join(out).strip()

@@ -6,12 +6,10 @@ never scores every hit; highlights are made only for the page shown.
 
 import re
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine
-from sqlmodel import Session
 from whoosh import index as whoosh_index
 from whoosh.collectors import TopCollector
 from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
@@ -19,8 +17,8 @@ from whoosh.qparser import AndGroup, MultifieldParser, OrGroup
 from whoosh.query import And, Every, Query, Term
 from whoosh.searching import Searcher
 
-from app import storage
 from app.analysis import stem_word
+from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.search_index import (
     FIELD_BOOSTS,
@@ -105,13 +103,12 @@ class SearchService:
     ) -> None:
         self.index_dir = index_dir
         self.engine = engine
-        self.check_interval_s = check_interval_ms / 1000
+        self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
         self._lock = threading.RLock()
         self._generation: Path | None = None
         self._ix = None
         self._searcher: Searcher | None = None
         self._facet_sets: dict[str, dict[str, frozenset[int]]] = {}
-        self._last_db_check = 0.0
         formatter = HtmlFormatter(tagname="mark", between=" … ")
         self._formatter = formatter
         self._fragmenter = ContextFragmenter(maxchars=180, surround=50)
@@ -120,14 +117,11 @@ class SearchService:
 
     def catch_up(self, force: bool = False) -> None:
         """Apply database changes the index has not seen yet (throttled unless forced)."""
-        if self.engine is None:
+        if self._watcher is None:
             return
-        now = time.monotonic()
-        if not force and now - self._last_db_check < self.check_interval_s:
+        db_seq = self._watcher.poll(force)
+        if db_seq is None:
             return
-        self._last_db_check = now
-        with Session(self.engine) as session:
-            db_seq = storage.current_change_seq(session)
         state = read_state(self.index_dir)
         if state is None or db_seq > state.seq:
             update_index(self.engine, self.index_dir)

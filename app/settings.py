@@ -50,6 +50,9 @@ class Settings(BaseSettings):
         description="How often a process compares the index with the database change sequence.",
     )
     search_page_size: int = Field(20, ge=1, le=200, description="Results per search page.")
+    max_paste_bytes: int = Field(
+        1_000_000, ge=1000, description="Largest traceback accepted by /match and the API."
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -1,56 +1,403 @@
-"""Finding the exceptions in a program's output.
+"""Reading whatever people paste: tracebacks in every dialect, turned into structure.
 
-This is the small reader `pitfalls verify` needs: the exception lines of plain CPython tracebacks,
-chained ones included, with messages that continue over several lines. The full parser of
-pasted tracebacks (notebooks, log prefixes, C++ frames ...) grows from here.
+`parse_traceback` never raises and runs in linear time (every regex here is anchored and simple).
+It cleans the wrapping (Markdown fences, quotes, HTML entities, colour codes), strips per-line
+prefixes (ranks, timestamps, loggers, pytest, pdb), then walks the lines for exceptions, their
+frames, chains, DataLoader workers' original tracebacks, C++ errors, warnings and crash dumps.
 """
 
+import html
 import re
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, field
 
-_EXCEPTION_LINE = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Fault))"
-    r"(?::\s?(?P<message>.*))?$"
-)
-# Colour codes and control characters (a dying worker can leave a NUL before "Traceback").
-_NOISE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_BLOCK_END = re.compile(
-    r"^(Traceback \(most recent call last\):|During handling of the above exception|"
-    r"The above exception was the direct cause|\s+File \")"
-)
+MAX_PARSE_CHARS = 2_000_000  # beyond this only the tail is read: the error is at the end
+
+# ---- what the result holds -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExceptionText:
-    type: str
+@dataclass
+class Frame:
+    file: str
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+    library: bool = False
+
+
+@dataclass
+class ParsedException:
+    qualified_type: str
     message: str
-    line: int  # 0-based line of the exception line in the text
+    frames: list[Frame] = field(default_factory=list)
+    # How it follows the exception before it: "cause" (raise ... from), "context" (during
+    # handling), "worker" (the original error inside a re-raised worker error), or None.
+    link: str | None = None
+    origin: str = "python"  # python | cpp | crash | bare
+
+    @property
+    def type(self) -> str:
+        return re.split(r"\.|::", self.qualified_type)[-1]
 
     @property
     def first_line(self) -> str:
-        return f"{self.type}: {self.message.splitlines()[0] if self.message else ''}"
+        first = self.message.splitlines()[0] if self.message else ""
+        return f"{self.qualified_type}: {first}" if first else self.qualified_type
 
 
-def find_exceptions(text: str) -> list[ExceptionText]:
-    """Every `Type: message` line that ends a traceback, in order, with its continuation lines."""
-    lines = _NOISE.sub("", text).splitlines()
-    found: list[ExceptionText] = []
-    seen_traceback = False
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if line.startswith("Traceback (most recent call last):"):
-            seen_traceback = True
-        match = _EXCEPTION_LINE.match(line)
-        if match and seen_traceback:
-            message = [match.group("message") or ""]
-            end = index + 1
-            while end < len(lines) and lines[end].strip() and not _BLOCK_END.match(lines[end]):
-                message.append(lines[end])
-                end += 1
-            found.append(ExceptionText(match.group("type"), "\n".join(message).strip(), index))
-            seen_traceback = False
-            index = end
+@dataclass
+class ParsedWarning:
+    category: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class ParsedPaste:
+    text: str  # the cleaned text, prefixes removed
+    exceptions: list[ParsedException] = field(default_factory=list)
+    warnings: list[ParsedWarning] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)  # kinds of line prefix that were removed
+    python_version: str | None = None
+    torch_version: str | None = None
+
+    @property
+    def final(self) -> ParsedException | None:
+        """The exception to explain: a worker's original error wins over its re-raise."""
+        for exc in reversed(self.exceptions):
+            if exc.link == "worker":
+                return exc
+        return self.exceptions[-1] if self.exceptions else None
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The last frame in the user's own code of the final exception (or any exception)."""
+        ordered = ([self.final] if self.final else []) + list(reversed(self.exceptions))
+        for exc in ordered:
+            for frame in reversed(exc.frames):
+                if not frame.library:
+                    return frame
+        return None
+
+    def find_exceptions(self) -> list[ParsedException]:
+        return self.exceptions
+
+
+# ---- cleaning --------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_FENCE = re.compile(r"^\s*(```|~~~)[\w+-]*\s*$")
+_AUTOLINK = re.compile(r"<((?:https?|file)://[^>\s]+)>")
+_MD_LINK = re.compile(r"\[([^\]\n]{1,500})\]\((?:file|https?|vscode[\w-]*)://[^)\s]{0,2000}\)")
+_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
+_ESCAPED_TRACEBACK = re.compile(r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)")
+
+
+def _clean(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
+    text = _ANSI.sub("", text)
+    text = _CONTROL.sub("", text)
+    if _ENTITY.search(text):
+        text = html.unescape(text)
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _MD_LINK.sub(r"\1", text)
+    if _ESCAPED_TRACEBACK.search(text):
+        # A traceback embedded in a message with literal \n (a repr, a JSON log field).
+        text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t")
+        text = text.replace('\\"', '"').replace("\\'", "'")
+    lines = [line for line in text.split("\n") if not _FENCE.match(line)]
+    return "\n".join(lines)
+
+
+# ---- per-line prefixes -------------------------------------------------------------------------
+
+_TIMESTAMP = (
+    r"(?:\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
+    r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2})"
+)
+_LEVEL = r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|E|W|I)"
+# Each: (name, regex of the prefix). Applied in order, repeatedly, to every line.
+_PREFIXES: list[tuple[str, re.Pattern[str]]] = [
+    ("quote", re.compile(r"^(?:> ?)+")),
+    ("rank", re.compile(r"^\[(?:rank|default|Rank)\s?\d+\]:?\s?")),
+    ("rank", re.compile(r"^(?:rank|Rank)\s?\d+:\s")),
+    # `2024-05-01 12:00:00,123 - train - ERROR - `: every token is followed by - or |.
+    (
+        "logger",
+        re.compile(
+            rf"^{_TIMESTAMP}\s*(?:[-|]\s*)?(?:(?:[\w.<>]+|\[[^\]]{{1,80}}\])\s*[-|]\s*){{0,4}}"
+        ),
+    ),
+    # `[2024-05-01 12:00:00] ERROR: ` or `12:00:00 `
+    ("logger", re.compile(rf"^{_TIMESTAMP}\s*(?:\[?{_LEVEL}\]?\s*[:|-]?\s)?")),
+    ("logger", re.compile(rf"^{_LEVEL}:[\w.<>-]*:")),
+    ("logger", re.compile(rf"^\[?{_LEVEL}\]?\s+[-|:]\s")),
+    ("pytest", re.compile(r"^E {3,7}")),
+    ("pdb", re.compile(r"^\*\*\* ")),
+    ("group", re.compile(r"^\s*(?:\| )+")),
+    ("rich", re.compile(r"^\s*[│┃|](?= )|\s*[│┃]\s*$")),
+]
+_ALWAYS_STRIPPED = ("quote", "rank", "pytest")  # distinctive enough to strip from one line
+_GROUP_RULE = re.compile(r"^\s*\+[-+]+(?:\s+\d+\s+-+|\s*\.\.\.\s*-+)?\s*$|^\s*\+-+\s*$")
+_RICH_RULE = re.compile(r"^\s*[╭╰┏┗][─━ \w().,:-]*[╮╯┓┛]\s*$|^\s*[─━]{3,}.*$")
+
+
+def _strip_prefixes(text: str) -> tuple[str, list[str]]:
+    lines = text.split("\n")
+    used: list[str] = []
+    nonblank = [line for line in lines if line.strip()] or [""]
+    for name, pattern in _PREFIXES:
+        hits = sum(1 for line in nonblank if pattern.match(line))
+        # A prefix is stripped when it is common in the paste; one stray match is left alone,
+        # except for quotes and ranks, which no traceback line starts with by itself.
+        common = hits == len(nonblank) or hits >= max(2, len(nonblank) // 5)
+        if hits == 0 or not (common or name in _ALWAYS_STRIPPED):
             continue
-        index += 1
-    return found
+        used.append(name)
+        lines = [pattern.sub("", line, count=1) for line in lines]
+        nonblank = [line for line in lines if line.strip()] or [""]
+    if any(_GROUP_RULE.match(line) for line in lines):
+        lines = [line for line in lines if not _GROUP_RULE.match(line)]
+        used.append("group")
+    if any(_RICH_RULE.match(line) for line in lines):
+        lines = [line for line in lines if not _RICH_RULE.match(line)]
+        used.append("rich")
+    text = textwrap.dedent("\n".join(line.rstrip() for line in lines))
+    return text, list(dict.fromkeys(used))
+
+
+# ---- structure -------------------------------------------------------------------------------
+
+_TRACEBACK_HEADER = re.compile(
+    r"^\s*(?:\+ )?(?:Original |Exception Group )?Traceback \(most recent call (?:last|first)\):?"
+)
+_IPYTHON_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)\s{3,}Traceback \(most recent call last\)")
+_CAUSE = re.compile(r"^\s*The above exception was the direct cause of the following exception")
+_CONTEXT = re.compile(r"^\s*During handling of the above exception, another exception occurred")
+_FRAME = re.compile(
+    r'^\s*(?:>\s*|❱\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$'
+)
+_FRAME_IPYTHON = re.compile(
+    r"^\s*(?:File |Cell )(?P<file>.+?)(?::(?P<line>\d+)|, line (?P<line2>\d+))"
+    r"(?:, in (?P<func>.+?))?\s*$"
+)
+_FRAME_IPYTHON_OLD = re.compile(
+    r"^(?P<file>(?:<ipython-input-[\w-]+>|\S+\.py))\s+in\s+(?P<func>[\w<>.]+)\(.*\)\s*$"
+)
+_FRAME_RICH = re.compile(r"^\s*(?P<file>\S+\.py):(?P<line>\d+) in (?P<func>\S+)\s*$")
+_FRAME_CPP = re.compile(r"^\s*frame #\d+: (?P<func>.*?)(?: \(0x[0-9a-f]+ in (?P<file>[^)]+)\))?$")
+_ARROW = re.compile(r"^\s*-+>\s*(?P<line>\d+)\s+(?P<code>.*)$")
+_IPY_CODE = re.compile(r"^\s*(?P<line>\d+)\s(?P<code>.*)$")
+_CARET = re.compile(r"^\s*[~^]+\s*$")
+_SKIP_LINE = re.compile(
+    r"^\s*(?:\[Previous line repeated \d+ more times?\]|\.\.\.\s*\d+ frames? hidden.*"
+    r"|\[\.\.\. skipping .*\]|\d+ frames?|[│└├┬]\s.*|[│└]\s*$)\s*$"
+)
+_EXCEPTION = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Exit|Interrupt|"
+    r"Failure|Fault|Iteration|Exhausted|Group|Timeout|Aborted|Denied|Refused|NotFound|Unavailable)"
+    r"|KeyboardInterrupt|StopIteration|GeneratorExit|c10::\w+|torch::\w+|std::\w+)"
+    r"(?:: ?(?P<message>.*))?$"
+)
+_TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<message>.*)$")
+_CPP_RAISED = re.compile(r"^\s*Exception raised from .* at .*")
+_FATAL = re.compile(r"^Fatal Python error: (?P<message>.+)$")
+_WARNING = re.compile(
+    r"^(?P<file>.+?):(?P<line>\d+): (?P<category>[A-Za-z_][\w.]*Warning): (?P<message>.*)$"
+)
+_CPP_WARNING = re.compile(r"^\[W[^\]]*\] Warning: (?P<message>.*?)(?: \(function .*\))?$")
+_PY_VERSION = re.compile(r"[/\\]python(?P<v>3\.\d{1,2})[/\\](?:site|dist)-packages")
+_PY_VERSION_TEXT = re.compile(r"\bPython (?P<v>3\.\d{1,2}(?:\.\d{1,2})?)\b")
+_TORCH_VERSION = re.compile(
+    r"\b(?:torch|PyTorch)(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)"
+)
+_LIBRARY_PATH = re.compile(
+    r"site-packages|dist-packages|[/\\]lib[/\\]python\d|[/\\]Lib[/\\]|^<frozen |"
+    r"^/usr/lib/|[/\\]torch[/\\]|\.so(?:\.\d+)*$|^/opt/conda/"
+)
+
+
+def _is_library(path: str) -> bool:
+    return bool(_LIBRARY_PATH.search(path))
+
+
+def _message_continues(line: str) -> bool:
+    """Whether a line after an exception line still belongs to its message."""
+    if not line.strip():
+        return False
+    return not (
+        _TRACEBACK_HEADER.match(line)
+        or _CAUSE.match(line)
+        or _CONTEXT.match(line)
+        or _FRAME.match(line)
+        or _CPP_RAISED.match(line)
+        or _FRAME_CPP.match(line)
+        or _WARNING.match(line)
+        or _TERMINATE.match(line)
+    )
+
+
+class _Walker:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.exceptions: list[ParsedException] = []
+        self.warnings: list[ParsedWarning] = []
+        self.frames: list[Frame] = []
+        self.pending_link: str | None = None
+        self.in_traceback = False
+
+    def add_exception(self, qualified: str, message: str, origin: str = "python") -> None:
+        link = self.pending_link
+        self.exceptions.append(
+            ParsedException(qualified, message.strip(), self.frames, link, origin)
+        )
+        self.frames, self.pending_link, self.in_traceback = [], None, False
+
+    def read_message(self, start: int, first: str) -> tuple[str, int]:
+        """The message starting on line `start` (already split off), with continuation lines."""
+        parts = [first]
+        index = start + 1
+        while index < len(self.lines) and _message_continues(self.lines[index]):
+            line = self.lines[index]
+            if line.strip().startswith("Original Traceback (most recent call last)"):
+                break
+            parts.append(line)
+            index += 1
+        # A blank line followed by an indented continuation (tab) still belongs to the message.
+        return "\n".join(parts), index
+
+    def walk(self) -> None:
+        lines = self.lines
+        index = 0
+        ipython_type: str | None = None
+        while index < len(lines):
+            line = lines[index]
+            stripped = line.strip()
+            if not stripped or _CARET.match(line) or _SKIP_LINE.match(line):
+                index += 1
+                continue
+            if _CAUSE.match(line):
+                self.pending_link = "cause"
+            elif _CONTEXT.match(line):
+                self.pending_link = "context"
+            elif stripped.startswith("Original Traceback (most recent call last)"):
+                self.pending_link, self.in_traceback, self.frames = "worker", True, []
+            elif match := _IPYTHON_HEADER.match(stripped):
+                ipython_type, self.in_traceback, self.frames = match.group("type"), True, []
+            elif _TRACEBACK_HEADER.match(line):
+                self.in_traceback, self.frames = True, []
+            elif match := _FRAME.match(line):
+                self.in_traceback = True
+                frame = Frame(match.group("file"), int(match.group("line")), match.group("func"))
+                frame.library = _is_library(frame.file)
+                code = lines[index + 1].strip() if index + 1 < len(lines) else ""
+                if code and not _FRAME.match(lines[index + 1]) and not _EXCEPTION.match(code):
+                    frame.code = code
+                    index += 1
+                self.frames.append(frame)
+            elif (match := _FRAME_RICH.match(line)) or (match := _FRAME_IPYTHON_OLD.match(line)):
+                self.in_traceback = True
+                file = match.group("file")
+                number = match.groupdict().get("line")
+                self.frames.append(
+                    Frame(
+                        file,
+                        int(number) if number else None,
+                        match.group("func"),
+                        None,
+                        _is_library(file),
+                    )
+                )
+            elif (match := _FRAME_IPYTHON.match(line)) and (ipython_type or self.in_traceback):
+                file = match.group("file").strip()
+                number = match.group("line") or match.group("line2")
+                cell = file.startswith("In[")
+                self.frames.append(
+                    Frame(
+                        file, int(number), match.group("func"), None, not cell and _is_library(file)
+                    )
+                )
+            elif (match := _ARROW.match(line)) and self.frames:
+                self.frames[-1].code = match.group("code").strip()
+            elif match := _FATAL.match(stripped):
+                message, index = self.read_message(index, match.group("message"))
+                self.add_exception("Fatal Python error", message, origin="crash")
+                continue
+            elif match := _TERMINATE.match(stripped):
+                what = ""
+                end = index + 1
+                if end < len(lines) and (w := _WHAT.match(lines[end])):
+                    what, end = self.read_message(end, w.group("message"))
+                self.add_exception(match.group("type"), what, origin="cpp")
+                index = end
+                continue
+            elif match := _CPP_WARNING.match(stripped):
+                self.warnings.append(ParsedWarning("Warning", match.group("message")))
+            elif (match := _WARNING.match(stripped)) and not self.in_traceback:
+                self.warnings.append(
+                    ParsedWarning(
+                        match.group("category").rsplit(".", 1)[-1],
+                        match.group("message"),
+                        match.group("file"),
+                        int(match.group("line")),
+                    )
+                )
+            elif match := _FRAME_CPP.match(line):
+                frame = Frame(match.group("file") or "<c++>", None, match.group("func"), None, True)
+                # C++ frames are printed after their error: they belong to the one just read.
+                if not self.frames and not self.in_traceback and self.exceptions:
+                    self.exceptions[-1].frames.append(frame)
+                else:
+                    self.frames.append(frame)
+            elif match := _EXCEPTION.match(stripped):
+                message, end = self.read_message(index, match.group("message") or "")
+                origin = "python" if (self.in_traceback or self.frames) else "bare"
+                self.add_exception(match.group("type"), message, origin)
+                ipython_type = None
+                index = end
+                continue
+            index += 1
+
+
+def _versions(text: str) -> tuple[str | None, str | None]:
+    python = _PY_VERSION.search(text) or _PY_VERSION_TEXT.search(text)
+    torch = _TORCH_VERSION.search(text)
+    return (python.group("v") if python else None, torch.group("v") if torch else None)
+
+
+def parse_traceback(text: str) -> ParsedPaste:
+    """Turn a paste into exceptions, warnings and versions. Never raises."""
+    try:
+        return _parse(text)
+    except Exception:  # a paste must never break the answer; fall back to the raw text
+        return ParsedPaste(text=text[-MAX_PARSE_CHARS:])
+
+
+def _parse(text: str) -> ParsedPaste:
+    if not isinstance(text, str):
+        text = str(text)
+    text = text[-MAX_PARSE_CHARS:]
+    cleaned = _clean(text)
+    stripped, prefixes = _strip_prefixes(cleaned)
+    walker = _Walker(stripped.split("\n"))
+    walker.walk()
+    python_version, torch_version = _versions(cleaned)
+    return ParsedPaste(
+        text=stripped,
+        exceptions=walker.exceptions,
+        warnings=walker.warnings,
+        prefixes=prefixes,
+        python_version=python_version,
+        torch_version=torch_version,
+    )
+
+
+# ---- what `pitfalls verify` reads ------------------------------------------------------------
+
+
+def find_exceptions(text: str) -> list[ParsedException]:
+    """The exceptions of a program's output, in order."""
+    return parse_traceback(text).exceptions

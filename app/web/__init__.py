@@ -7,12 +7,13 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
+from app.answers import MatcherCache
 from app.bootstrap import prepare_data
 from app.resources import resource_dir
 from app.search import SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine
-from app.web import api, pages
+from app.web import api, match, pages
 from app.web.errors import install_error_handlers
 
 
@@ -28,6 +29,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.search = SearchService(
             settings.index_dir, engine, check_interval_ms=settings.index_check_interval_ms
         )
+        app.state.matchers = MatcherCache(engine, settings.index_check_interval_ms)
         try:
             yield
         finally:
@@ -44,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.templates = Jinja2Templates(directory=str(resource_dir("templates")))
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
     app.include_router(api.router)
+    app.include_router(match.router)
     app.include_router(pages.router)
     install_error_handlers(app)
     return app

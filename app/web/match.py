@@ -1,0 +1,108 @@
+"""Paste a traceback: the /match page and its JSON twin, POST /api/v1/match."""
+
+import json
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
+
+from app.answers import Answer, answer_paste
+from app.web.deps import SettingsDep
+
+router = APIRouter()
+
+_BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["text"],
+                    "properties": {"text": {"type": "string", "description": "The paste."}},
+                },
+                "example": {"text": "RuntimeError: view size is not compatible with input ..."},
+            },
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+async def read_limited_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 past `limit` bytes (before reading it all)."""
+    declared = request.headers.get("content-length")
+    too_large = f"The paste is larger than {limit:,} bytes; paste the end of the traceback."
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, too_large)
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise HTTPException(413, too_large)
+    return bytes(body)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")  # binary and broken UTF-8 still get an answer
+
+
+def _answer(request: Request, text: str) -> Answer:
+    state = request.app.state
+    return answer_paste(
+        text, engine=state.engine, matcher=state.matchers.current(), search=state.search
+    )
+
+
+@router.post(
+    "/api/v1/match",
+    tags=["api"],
+    summary="Explain a traceback: known pitfalls that match it, why, and the fix",
+    description=(
+        'Send the paste as JSON `{"text": ...}` or as a text/plain body. `matches` holds only '
+        "known matches above the confidence threshold, best first (empty when nothing is "
+        "known); `related` holds entries found by text when nothing is known. The paste is "
+        "not stored."
+    ),
+    openapi_extra=_BODY_DOC,
+)
+async def match_api(request: Request, settings: SettingsDep) -> Answer:
+    body = await read_limited_body(request, settings.max_paste_bytes)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            payload = json.loads(body or b"null")
+        except ValueError:
+            raise HTTPException(400, 'The body is not valid JSON; send {"text": "..."}.') from None
+        if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
+            raise HTTPException(422, 'Send a JSON object with a "text" string: {"text": "..."}.')
+        text = payload["text"]
+    else:
+        text = _decode(body)
+    return _answer(request, text)
+
+
+def _page(request: Request, text: str, answer: Answer | None, status: int = 200):
+    response = request.app.state.templates.TemplateResponse(
+        request,
+        "match.html",
+        {"paste": text, "answer": answer, "alternate": None},
+        status_code=status,
+    )
+    return response
+
+
+@router.get("/match", response_class=HTMLResponse, include_in_schema=False)
+def match_form(request: Request):
+    return _page(request, "", None)
+
+
+@router.post("/match", response_class=HTMLResponse, include_in_schema=False)
+async def match_page(request: Request, settings: SettingsDep):
+    # Parsed from the raw body: the size limit applies before anything is decoded.
+    body = await read_limited_body(request, settings.max_paste_bytes + 16)
+    fields = parse_qs(_decode(body), keep_blank_values=True, max_num_fields=10)
+    text = (fields.get("text") or [""])[0]
+    if len(text.encode("utf-8")) > settings.max_paste_bytes:
+        raise HTTPException(413, f"The paste is larger than {settings.max_paste_bytes:,} bytes.")
+    return _page(request, text, _answer(request, text) if text.strip() else None)
