@@ -204,11 +204,13 @@ def _subjects(parsed: ParsedPaste) -> list[tuple[str, int | None, str, str, list
     """(role, exception index, type, message, frame files) for everything worth matching."""
     final = parsed.final
     subjects = []
-    for index, exc in enumerate(parsed.exceptions):
+    exceptions = parsed.exceptions
+    for index, exc in enumerate(exceptions):
+        following = exceptions[index + 1].link if index + 1 < len(exceptions) else None
         if exc is final:
             role = "worker" if exc.link == "worker" else "final"
-        else:
-            role = exc.link if exc.link in ("cause", "context") else "earlier"
+        else:  # it caused, or was being handled during, the exception after it
+            role = following if following in ("cause", "context") else "earlier"
         subjects.append((role, index, exc.type, exc.message, [f.file for f in exc.frames]))
     for warning in parsed.warnings:
         subjects.append(("warning", None, warning.category, warning.message, []))
@@ -245,6 +247,7 @@ def _score_hit(
 def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallMatch]:
     """The entries matched in a parsed paste, one per entry, best first."""
     best: dict[str, PitfallMatch] = {}
+    judged: set[int] = set()  # signatures already weighed against an exception or a warning
 
     def consider(match: PitfallMatch) -> None:
         current = best.get(match.entry_id)
@@ -259,6 +262,7 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
         for text in texts:
             hits = matcher.match_message(text, actual_type)
             for hit in hits:
+                judged.add(hit.index)
                 confidence = _score_hit(matcher, hit, role, actual_type, files)
                 if confidence is None:
                     continue
@@ -274,7 +278,8 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
     # one pass over the whole text, for entries not found above.
     text = parsed.text
     for hit in matcher.match_message(text):
-        if hit.signature.entry_id in best:
+        # Not again what an exception already settled, nor a frame condition that text lacks.
+        if hit.signature.entry_id in best or hit.index in judged or hit.signature.frame:
             continue
         confidence = _score_hit(matcher, hit, "text", None, [])
         if confidence is None:

@@ -198,7 +198,8 @@ _SKIP_LINE = re.compile(
 _EXCEPTION = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Exit|Interrupt|"
     r"Failure|Fault|Iteration|Exhausted|Group|Timeout|Aborted|Denied|Refused|NotFound|Unavailable)"
-    r"|KeyboardInterrupt|StopIteration|GeneratorExit|c10::\w+|torch::\w+|std::\w+)"
+    r"|KeyboardInterrupt|StopIteration|GeneratorExit|c10::\w+|torch::\w+|std::\w+"
+    r"|(?:[a-z_]\w*\.)+error)"  # module-level errors: struct.error, socket.error, re.error
     r"(?:: ?(?P<message>.*))?$"
 )
 _TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']+)'")

@@ -117,3 +117,33 @@ def test_entry_page_and_static_files_are_served(server):
     assert status == 200 and "显存" in page
     assert get(base + "/static/style.css")[0] == 200
     assert get(base + "/static/pygments.css")[0] == 200
+
+
+def test_match_api_and_cli_against_the_real_server(server):
+    base, _ = server
+    paste = "RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+    request = urllib.request.Request(
+        base + "/api/v1/match",
+        data=json.dumps({"text": paste}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert json.loads(response.read())["matches"][0]["id"] == "view-non-contiguous"
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from app.cli import main; main()",
+            "match",
+            "-",
+            "--json",
+            "--server",
+            base,
+        ],
+        input=paste,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["matches"][0]["id"] == "view-non-contiguous"

@@ -1,0 +1,175 @@
+"""Paste a traceback through HTTP and the CLI: the answer, its limits, and nothing stored."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from app.cli import cli
+
+MODULE_PREFIX = 'Traceback (most recent call last):\n  File "/home/u/load.py", line 9, in <module>\n    model.load_state_dict(sd)\nRuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: "conv1.weight". \n\tUnexpected key(s) in state_dict: "module.conv1.weight". \n'
+UNKNOWN = (
+    "Traceback (most recent call last):\n  File \"p.py\", line 3, in <module>\nKeyError: 'price'\n"
+)
+
+
+def test_api_answers_json_with_why_captures_and_fix(real_client):
+    response = real_client.post("/api/v1/match", json={"text": MODULE_PREFIX})
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["known"] is True
+    (best, *_) = answer["matches"]
+    assert (
+        best["id"] == "state-dict-module-prefix"
+        and best["url"] == "/entries/state-dict-module-prefix"
+    )
+    assert 0.5 <= best["confidence"] <= 1
+    assert best["why"]["matched_in"] == "final"
+    assert "module.conv1.weight" in best["why"]["matched_text"]
+    assert "module.conv1.weight" in best["captures"].values()
+    assert best["fix_markdown"] and "<pre" in best["fix_html"]
+    assert any(s["role"] == "fix" for s in best["snippets"])
+    parsed = answer["parsed"]
+    assert parsed["exceptions"][0]["type"] == "RuntimeError"
+    assert parsed["user_frame"]["file"] == "/home/u/load.py"
+    assert answer["related"] == []
+
+
+def test_api_takes_text_plain_and_says_plainly_when_nothing_is_known(real_client):
+    response = real_client.post(
+        "/api/v1/match", content=UNKNOWN, headers={"Content-Type": "text/plain"}
+    )
+    answer = response.json()
+    assert answer["known"] is False and answer["matches"] == []
+    assert answer["message"] == "No known pitfall matches this error."
+    assert all(set(r) == {"id", "title", "summary", "url", "score"} for r in answer["related"])
+
+
+def test_api_errors_have_the_one_shape(real_client):
+    bad_json = real_client.post(
+        "/api/v1/match", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert bad_json.status_code == 400 and bad_json.json()["error"]["status"] == 400
+    no_text = real_client.post("/api/v1/match", json={"txt": "x"})
+    assert no_text.status_code == 422
+    assert no_text.json()["error"]["message"].startswith('Send a JSON object with a "text" string')
+
+
+def test_oversized_paste_gets_413_with_a_message(real_client, real_settings):
+    big = "x" * (real_settings.max_paste_bytes + 1)
+    response = real_client.post(
+        "/api/v1/match", content=big, headers={"Content-Type": "text/plain"}
+    )
+    assert response.status_code == 413
+    assert "larger than 1,000,000 bytes" in response.json()["error"]["message"]
+
+    def chunks():  # no Content-Length: the limit holds while reading
+        for _ in range(20):
+            yield b"y" * 100_000
+
+    streamed = real_client.post(
+        "/api/v1/match", content=chunks(), headers={"Content-Type": "text/plain"}
+    )
+    assert streamed.status_code == 413
+    page = real_client.post(
+        "/match",
+        content=b"text=" + b"z" * 1_100_000,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert page.status_code == 413 and "larger than" in page.text
+
+
+def test_invalid_utf8_and_binary_input_still_get_an_answer(real_client):
+    body = MODULE_PREFIX.encode() + b"\xff\xfe\x00\x81 trailing bytes"
+    answer = real_client.post(
+        "/api/v1/match", content=body, headers={"Content-Type": "text/plain"}
+    ).json()
+    assert answer["matches"][0]["id"] == "state-dict-module-prefix"
+    binary = bytes(range(256)) * 40
+    response = real_client.post(
+        "/api/v1/match", content=binary, headers={"Content-Type": "application/octet-stream"}
+    )
+    assert response.status_code == 200 and response.json()["known"] is False
+
+
+def test_match_page_works_without_javascript(real_client):
+    form = real_client.get("/match")
+    assert form.status_code == 200 and '<form method="post" action="/match"' in form.text
+    page = real_client.post("/match", data={"text": MODULE_PREFIX})
+    assert page.status_code == 200
+    assert "What we read" in page.text and "/home/u/load.py" in page.text
+    assert '<a href="/entries/state-dict-module-prefix">' in page.text
+    assert "<mark>" in page.text and "module.conv1.weight" in page.text
+    assert "<script" not in page.text
+    unknown = real_client.post("/match", data={"text": UNKNOWN})
+    assert "No known pitfall matches this error." in unknown.text
+
+
+def test_the_paste_is_not_stored(real_client, real_settings):
+    marker = "UNIQUE_MARKER_7f3a9c"
+    real_client.post("/api/v1/match", json={"text": MODULE_PREFIX + marker})
+    real_client.post("/match", data={"text": UNKNOWN + marker})
+    for path in Path(real_settings.data_dir).rglob("*"):
+        if path.is_file():
+            assert marker.encode() not in path.read_bytes(), path
+
+
+def test_cli_match_exit_codes_and_json(real_settings, monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("PITFALLS_DATA_DIR", str(real_settings.data_dir))
+    monkeypatch.setenv("PITFALLS_CONTENT_DIR", str(real_settings.content_dir))
+    paste = tmp_path / "trace.txt"
+    paste.write_text(MODULE_PREFIX)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["match", str(paste), "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["matches"][0]["id"] == "state-dict-module-prefix"
+    assert set(answer) >= {"matches", "related", "parsed"}
+    human = runner.invoke(cli, ["match", "-"], input=MODULE_PREFIX)
+    assert human.exit_code == 0 and "key: module.conv1.weight" in human.output
+    unknown = runner.invoke(cli, ["match", "-"], input=UNKNOWN)
+    assert unknown.exit_code == 1 and "No known pitfall matches this error." in unknown.output
+    assert (
+        runner.invoke(cli, ["match", "-", "--server", "http://127.0.0.1:9"], input="x").exit_code
+        == 2
+    )
+
+
+def test_cli_run_passes_output_through_and_explains_a_failure(real_settings, tmp_path: Path):
+    env = {
+        "PITFALLS_DATA_DIR": str(real_settings.data_dir),
+        "PITFALLS_CONTENT_DIR": str(real_settings.content_dir),
+    }
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "print('step 1 ok', flush=True)\nraise ValueError('optimizer got an empty parameter list')\n"
+    )
+    pitfalls = [sys.executable, "-c", "from app.cli import main; main()"]
+    import os
+
+    failed = subprocess.run(
+        [*pitfalls, "run", "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert failed.returncode == 1
+    assert failed.stdout == "step 1 ok\n"
+    assert "ValueError: optimizer got an empty parameter list" in failed.stderr
+    assert "[parameter-registration" in failed.stderr.split("--- pitfalls ---")[1]
+    ok = subprocess.run(
+        [*pitfalls, "run", "--", sys.executable, "-c", "import sys; sys.exit(0)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert ok.returncode == 0 and "--- pitfalls ---" not in ok.stderr
+    missing = subprocess.run(
+        [*pitfalls, "run", "--", "no-such-command-xyz"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert missing.returncode == 127
