@@ -80,9 +80,6 @@ class ParsedPaste:
                     return frame
         return None
 
-    def find_exceptions(self) -> list[ParsedException]:
-        return self.exceptions
-
 
 # ---- cleaning --------------------------------------------------------------------------------
 
@@ -394,11 +391,3 @@ def _parse(text: str) -> ParsedPaste:
         python_version=python_version,
         torch_version=torch_version,
     )
-
-
-# ---- what `pitfalls verify` reads ------------------------------------------------------------
-
-
-def find_exceptions(text: str) -> list[ParsedException]:
-    """The exceptions of a program's output, in order."""
-    return parse_traceback(text).exceptions

@@ -24,9 +24,9 @@ from sqlmodel import Session
 
 from app import storage
 from app.entries import content_hash
-from app.matching import SignatureMatcher
+from app.matching import SignatureMatcher, known_matches, match_paste
 from app.models import Verification
-from app.tracebacks import find_exceptions
+from app.tracebacks import parse_traceback
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_MEMORY_MB = 4096
@@ -168,27 +168,22 @@ def unmet_requirement(snippet: SnippetToRun, env: Environment) -> str | None:
 def judge_repro(entry_id: str, output: str, matcher: SignatureMatcher) -> str | None:
     """None when the output's error is matched to `entry_id` first; otherwise what went wrong.
 
-    The last exception in the output decides; earlier ones in a chain count only when the later
-    ones match nothing.
+    The same parser and ranking as a paste on the /match page: a repro is a real test case.
     """
-    exceptions = find_exceptions(output)
-    if not exceptions:
+    parsed = parse_traceback(output)
+    if not parsed.exceptions and not parsed.warnings:
         return "it printed no traceback"
-    for exc in reversed(exceptions):
-        hits = matcher.match_message(exc.message, exc.type)
-        if not hits:
-            continue
-        best = hits[0]
-        rivals = [h for h in hits[1:] if h.signature.entry_id != entry_id and h.rank == best.rank]
-        if best.signature.entry_id != entry_id:
-            return (
-                f"its error is matched first by entry {best.signature.entry_id!r}: {exc.first_line}"
-            )
-        if rivals:
-            other = rivals[0].signature.entry_id
-            return f"its error is matched as well by entry {other!r}: {exc.first_line}"
-        return None
-    return f"its error matches no signature: {exceptions[-1].first_line}"
+    matches = known_matches(match_paste(matcher, parsed))
+    subject = parsed.final.first_line if parsed.final else parsed.warnings[-1].message
+    if not matches:
+        return f"its error matches no signature: {subject}"
+    best = matches[0]
+    if best.entry_id != entry_id:
+        return f"its error is matched first by entry {best.entry_id!r}: {best.subject}"
+    rivals = [m for m in matches[1:] if m.confidence == best.confidence]
+    if rivals:
+        return f"its error is matched as well by entry {rivals[0].entry_id!r}: {best.subject}"
+    return None
 
 
 def _limit_memory(memory_mb: int) -> Callable[[], None]:
