@@ -12,6 +12,10 @@ import textwrap
 from dataclasses import dataclass, field
 
 MAX_PARSE_CHARS = 2_000_000  # beyond this only the tail is read: the error is at the end
+# Errors that only report that a child process failed; the child's own error is the one to explain.
+LAUNCHER_WRAPPERS = frozenset(
+    {"ChildFailedError", "ProcessRaisedException", "ProcessExitedException"}
+)
 
 # ---- what the result holds -------------------------------------------------------------------
 
@@ -64,9 +68,13 @@ class ParsedPaste:
 
     @property
     def final(self) -> ParsedException | None:
-        """The exception to explain: a worker's original error wins over its re-raise."""
+        """The exception to explain: a worker's original error wins over its re-raise, and a
+        launcher's summary (torchrun's ChildFailedError) over nothing but itself."""
         for exc in reversed(self.exceptions):
             if exc.link == "worker":
+                return exc
+        for exc in reversed(self.exceptions):
+            if exc.type not in LAUNCHER_WRAPPERS:
                 return exc
         return self.exceptions[-1] if self.exceptions else None
 
@@ -118,7 +126,7 @@ _LEVEL = r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|E|W|I)"
 # Each: (name, regex of the prefix). Applied in order, repeatedly, to every line.
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("quote", re.compile(r"^(?:> ?)+")),
-    ("rank", re.compile(r"^\[(?:rank|default|Rank)\s?\d+\]:?\s?")),
+    ("rank", re.compile(r"^(?:\[(?:rank|default|Rank)\s?\d+\]:?\s?)+")),  # also stacked
     ("rank", re.compile(r"^(?:rank|Rank)\s?\d+:\s")),
     # `2024-05-01 12:00:00,123 - train - ERROR - `: every token is followed by - or |.
     (
@@ -127,6 +135,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
             rf"^{_TIMESTAMP}\s*(?:[-|]\s*)?(?:(?:[\w.<>]+|\[[^\]]{{1,80}}\])\s*[-|]\s*){{0,4}}"
         ),
     ),
+    # glog, as torchrun prints: `W1121 09:18:36.015000 8099 torch/distributed/run.py:874] `
+    ("logger", re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?")),
     # `[2024-05-01 12:00:00] ERROR: ` or `12:00:00 `
     ("logger", re.compile(rf"^{_TIMESTAMP}\s*(?:\[?{_LEVEL}\]?\s*[:|-]?\s)?")),
     ("logger", re.compile(rf"^{_LEVEL}:[\w.<>-]*:")),
