@@ -204,10 +204,7 @@ def answer_paste(
                     captures=hit.captures,
                     fix_markdown=fix,
                     fix_html=render_body(fix).html if fix else "",
-                    snippets=[
-                        SnippetOut(role=s.role, options=s.options, code=s.code, line=s.line)
-                        for s in snippets
-                    ],
+                    snippets=[SnippetOut.of(s) for s in snippets],
                 )
             )
     related: list[RelatedOut] = []

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from app import storage
+from app.models import Snippet
 
 
 class SignatureOut(BaseModel):
@@ -22,6 +23,10 @@ class SnippetOut(BaseModel):
     options: dict[str, str]
     code: str
     line: int
+
+    @classmethod
+    def of(cls, row: Snippet) -> "SnippetOut":
+        return cls(role=row.role, options=row.options, code=row.code, line=row.line)
 
 
 class VerificationOut(BaseModel):
@@ -117,8 +122,6 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
             SignatureOut(exception=s.exception, message=s.message, frame=s.frame, example=s.example)
             for s in storage.entry_signatures(session, entry_id=entry.id)
         ],
-        snippets=[
-            SnippetOut(role=s.role, options=s.options, code=s.code, line=s.line) for s in snippets
-        ],
+        snippets=[SnippetOut.of(s) for s in snippets],
         verification=verification_summary(session, entry_id=entry.id, snippets=len(snippets)),
     )
