@@ -43,6 +43,12 @@ class VerificationOut(BaseModel):
     skipped_reasons: list[str]
 
 
+class RelatedOut(BaseModel):
+    id: str
+    title: str
+    url: str
+
+
 class EntryDetails(BaseModel):
     id: str
     title: str
@@ -51,7 +57,7 @@ class EntryDetails(BaseModel):
     tags: list[str]
     aliases: list[str]
     versions: str | None
-    related: list[str]
+    related: list[RelatedOut]
     sources: list[str]
     html: str
     markdown: str
@@ -108,7 +114,11 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
         tags=entry.tags,
         aliases=entry.aliases,
         versions=entry.versions,
-        related=entry.related,
+        related=[
+            RelatedOut(id=r.id, title=r.title, url=entry_url(r.id))
+            for r in storage.get_entries(session, entry_ids=entry.related).values()
+            if not r.archived
+        ],
         sources=entry.sources,
         html=entry.body_html,
         markdown=storage.current_markdown(session, entry=entry),

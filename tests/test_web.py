@@ -2,6 +2,8 @@
 
 import re
 
+from markupsafe import escape
+
 
 def test_health_reports_entries_sequence_and_index(real_client):
     body = real_client.get("/api/v1/health").json()
@@ -15,7 +17,9 @@ def test_home_page_has_a_search_box_and_alternate_link(real_client):
     response = real_client.get("/")
     assert response.status_code == 200
     assert '<input id="q"' in response.text and 'action="/search"' in response.text
-    assert response.headers["link"] == '</api/v1/health>; rel="alternate"; type="application/json"'
+    assert (
+        response.headers["link"] == '</api/v1/overview>; rel="alternate"; type="application/json"'
+    )
 
 
 def test_search_page_and_its_json_twin_show_the_same_hits(real_client):
@@ -92,3 +96,127 @@ def test_entry_page_says_when_snippets_are_not_verified_yet(real_client):
     assert "Snippets not verified yet" in page
     data = real_client.get("/api/v1/entries/view-non-contiguous").json()
     assert data["verification"]["status"] == "unverified"
+
+
+PAGE_TYPES = [  # page, its JSON twin, the list of entries the page must show
+    ("/", "/api/v1/overview", "recent"),
+    ("/search?q=contiguous", "/api/v1/search?q=contiguous", "hits"),
+    (
+        "/search?q=tensor&kind=error&tag=shapes",
+        "/api/v1/search?q=tensor&kind=error&tag=shapes",
+        "hits",
+    ),
+    ("/entries/view-non-contiguous", "/api/v1/entries/view-non-contiguous", "related"),
+    ("/tags/checkpoint", "/api/v1/tags/checkpoint", "entries"),
+]
+
+
+def test_every_page_type_links_its_json_twin_built_from_the_same_data(real_client):
+    for page_url, twin_url, listed in PAGE_TYPES:
+        page = real_client.get(page_url)
+        assert page.status_code == 200, page_url
+        assert page.headers["link"] == f'<{twin_url}>; rel="alternate"; type="application/json"'
+        assert (
+            f'<link rel="alternate" type="application/json" href="{twin_url.replace("&", "&amp;")}">'
+            in page.text
+        )
+        twin = real_client.get(twin_url)
+        assert twin.status_code == 200 and twin.headers["content-type"] == "application/json"
+        data = twin.json()
+        # the page shows what the twin holds
+        titles = [item["title"] for item in data[listed]]
+        if "title" in data:
+            titles.append(data["title"])
+        missing = [t for t in titles if str(escape(t)) not in page.text]
+        assert titles and not missing, (page_url, missing)
+    overview = real_client.get("/api/v1/overview").json()
+    assert overview["entries"] >= 100 and sum(overview["kinds"].values()) == overview["entries"]
+
+
+def test_tag_pages_and_missing_tags(real_client):
+    data = real_client.get("/api/v1/tags/checkpoint").json()
+    assert data["total"] == len(data["entries"]) > 1 and all(
+        "checkpoint" in e["tags"] for e in data["entries"]
+    )
+    assert real_client.get("/tags/no-such-tag").status_code == 404
+    assert real_client.get("/api/v1/tags/no-such-tag").json()["error"]["status"] == 404
+
+
+def test_security_headers_and_no_inline_script(real_client):
+    for url in (
+        "/",
+        "/search?q=x",
+        "/entries/view-non-contiguous",
+        "/match",
+        "/help",
+        "/api/v1/health",
+    ):
+        response = real_client.get(url)
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "same-origin"
+        assert not re.search(r"<script(?![^>]*\bsrc=)", response.text), (
+            url
+        )  # every script is a file
+        assert " style=" not in response.text and " on" + "click=" not in response.text
+
+
+def test_snippets_download_as_python_files(real_client):
+    entry = real_client.get("/api/v1/entries/view-non-contiguous").json()
+    response = real_client.get("/entries/view-non-contiguous/snippets/0.py")
+    assert response.status_code == 200
+    assert (
+        response.headers["content-disposition"]
+        == 'attachment; filename="view-non-contiguous-fix-0.py"'
+    )
+    assert response.text == entry["snippets"][0]["code"]
+    page = real_client.get("/entries/view-non-contiguous").text
+    assert 'href="/entries/view-non-contiguous/snippets/1.py" download' in page
+    assert real_client.get("/entries/view-non-contiguous/snippets/99.py").status_code == 404
+
+
+def test_related_entries_show_their_titles(real_client):
+    data = real_client.get("/api/v1/entries/view-non-contiguous").json()
+    assert data["related"] and all(set(r) == {"id", "title", "url"} for r in data["related"])
+    page = real_client.get("/entries/view-non-contiguous").text
+    assert f'<a href="{data["related"][0]["url"]}">' in page
+
+
+def test_opensearch_help_favicon_and_zero_result_hint(real_client):
+    xml = real_client.get("/opensearch.xml")
+    assert xml.headers["content-type"].startswith("application/opensearchdescription+xml")
+    assert "/search?q={searchTerms}" in xml.text
+    assert real_client.get("/static/favicon.svg").status_code == 200
+    assert real_client.get("/static/app.js").status_code == 200
+    assert "Adding an entry" in real_client.get("/help").text
+    empty = real_client.get("/search", params={"q": "zzqxqzz nothingmatches"}).text
+    assert 'href="/match">paste the whole traceback</a>' in empty
+
+
+def test_an_unexpected_error_gets_the_500_page_and_json(real_settings):
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    app = create_app(real_settings)
+
+    @app.get("/api/v1/boom")
+    def boom():
+        raise RuntimeError("kaboom")
+
+    @app.get("/boom")
+    def boom_page():
+        raise RuntimeError("kaboom")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        api = client.get("/api/v1/boom")
+        assert api.status_code == 500
+        assert api.json() == {
+            "error": {
+                "status": 500,
+                "message": "Something went wrong on our side; the error was logged.",
+            }
+        }
+        page = client.get("/boom")
+        assert page.status_code == 500 and "Something went wrong on our side" in page.text

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from sqlmodel import Session
 
 from app import storage
+from app.catalog import Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.search_index import read_state
 from app.web.deps import SearchDep, SessionDep, SettingsDep
@@ -37,6 +38,19 @@ def health_data(session: Session, settings) -> dict:
 @router.get("/health", summary="Liveness and freshness: entry count, change sequence, index age")
 def health(session: SessionDep, settings: SettingsDep) -> dict:
     return health_data(session, settings)
+
+
+@router.get("/overview", summary="What the home page shows: counts by kind and tag, recent entries")
+def overview(session: SessionDep, service: SearchDep) -> Overview:
+    return get_overview(session, service)
+
+
+@router.get("/tags/{tag}", summary="The entries with one tag")
+def tag(tag: str, service: SearchDep) -> TagPage:
+    listing = get_tag_page(service, tag)
+    if listing is None:
+        raise HTTPException(404, f"No entry has the tag {tag!r}.")
+    return listing
 
 
 @router.get("/search", summary="Full-text search over the entries")

@@ -1,5 +1,6 @@
 """One error shape: JSON `{"error": {"status", "message"}}` under /api, an HTML page elsewhere."""
 
+import logging
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -8,6 +9,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.search import IndexUnavailable
+
+logger = logging.getLogger("pitfalls")
 
 
 def _wants_json(request: Request) -> bool:
@@ -39,6 +42,13 @@ def install_error_handlers(app: FastAPI) -> None:
             for error in exc.errors()
         )
         return error_response(request, 422, f"invalid request: {problems}")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(
+            request, 500, "Something went wrong on our side; the error was logged."
+        )
 
     @app.exception_handler(IndexUnavailable)
     async def _no_index(request: Request, exc: IndexUnavailable) -> Response:

@@ -1,9 +1,10 @@
 """Server-rendered pages; each calls the same function as its JSON twin under /api/v1."""
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from app import storage
+from app.catalog import get_overview, get_tag_page
 from app.entry_details import get_entry_details
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 
@@ -20,10 +21,45 @@ def _render(request: Request, template: str, context: dict, alternate: str | Non
 
 
 @router.get("/", response_class=HTMLResponse)
-def home(request: Request, session: SessionDep):
-    return _render(
-        request, "home.html", {"entry_count": storage.count_entries(session)}, "/api/v1/health"
+def home(request: Request, session: SessionDep, service: SearchDep):
+    overview = get_overview(session, service)
+    return _render(request, "home.html", {"overview": overview}, "/api/v1/overview")
+
+
+@router.get("/tags/{tag}", response_class=HTMLResponse)
+def tag_page(request: Request, tag: str, service: SearchDep):
+    listing = get_tag_page(service, tag)
+    if listing is None:
+        raise HTTPException(404, f"No entry has the tag {tag!r}.")
+    return _render(request, "tag.html", {"listing": listing}, f"/api/v1/tags/{tag}")
+
+
+@router.get("/help", response_class=HTMLResponse)
+def help_page(request: Request):
+    return _render(request, "help.html", {})
+
+
+@router.get("/entries/{entry_id}/snippets/{position}.py")
+def snippet_download(entry_id: str, position: int, session: SessionDep) -> PlainTextResponse:
+    snippets = [
+        s for s in storage.entry_snippets(session, entry_id=entry_id) if s.position == position
+    ]
+    if not snippets:
+        raise HTTPException(404, f"Entry {entry_id!r} has no snippet {position}.")
+    (snippet,) = snippets
+    filename = f"{entry_id}-{snippet.role}-{position}.py"
+    return PlainTextResponse(
+        snippet.code,
+        media_type="text/x-python; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
+
+
+@router.get("/opensearch.xml")
+def opensearch(request: Request) -> Response:
+    base = str(request.base_url).rstrip("/")
+    body = request.app.state.templates.get_template("opensearch.xml").render(base=base)
+    return Response(body, media_type="application/opensearchdescription+xml")
 
 
 @router.get("/search", response_class=HTMLResponse)
