@@ -1,5 +1,11 @@
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +114,60 @@ def real_client(real_settings: Settings) -> Iterator[TestClient]:
 
     with TestClient(create_app(real_settings)) as client:
         yield client
+
+
+# ---- a real server, started once for the e2e and browser tests -----------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent)) or shutil.which(
+        "pitfalls"
+    )
+    require(pitfalls is not None, "the pitfalls command is not installed")
+    clone = tmp_path_factory.mktemp("clone")
+    shutil.copytree(REPO_CONTENT, clone / "content")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    log_path = clone.parent / "serve.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [pitfalls, "serve", "--port", str(port)], cwd=clone, env=env, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.close()
+            pytest.fail(f"pitfalls serve exited early:\n{log_path.read_text()}")
+        try:
+            if get(base + "/api/v1/health")[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        log.close()
+        pytest.fail(f"pitfalls serve did not answer within 60 s:\n{log_path.read_text()}")
+    yield base, clone
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log.close()

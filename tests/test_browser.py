@@ -1,0 +1,156 @@
+"""In a real browser (Debian's Chromium, driven by Playwright) against a real uvicorn server.
+
+Every test also fails on a console error or a failed request. Screenshots at desktop and phone
+width, light and dark, are saved to test-artifacts/screenshots/ for people to look at.
+"""
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, require
+
+pytestmark = pytest.mark.e2e
+ARTIFACTS = Path(os.environ.get("PITFALLS_TEST_ARTIFACTS", REPO / "test-artifacts")) / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASTE = 'Traceback (most recent call last):\n  File "/home/u/load.py", line 9, in <module>\n    model.load_state_dict(sd)\nRuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: "conv1.weight". \n\tUnexpected key(s) in state_dict: "module.conv1.weight". \n'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require(importlib.util.find_spec("playwright") is not None, "playwright is not installed")
+    require(shutil.which("chromium") is not None, "Debian's chromium package is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(browser, server):
+    base, _ = server
+    problems: list[str] = []
+    contexts = []
+
+    def make(path: str = "/", **context_options):
+        context = browser.new_context(**context_options)
+        contexts.append(context)
+        page = context.new_page()
+        page.on(
+            "console",
+            lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+        )
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+        page.on(
+            "response",
+            lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
+        )
+        page.goto(base + path)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+    assert problems == []
+
+
+def test_search_as_you_type_shows_results_from_the_api(open_page):
+    page = open_page("/")
+    page.fill("#q", "batches track")
+    first = page.locator("#live-results li a").first
+    first.wait_for()
+    assert "num_batches_tracked" in first.inner_text()
+    first.click()
+    page.wait_for_url("**/entries/state-dict-num-batches-tracked")
+
+
+def test_a_facet_click_filters_the_results(open_page):
+    page = open_page("/search?q=tensor")
+    page.locator(".facets a", has_text="error").first.click()
+    page.wait_for_url("**kind=error**")
+    kinds = page.locator(".hits .kind").all_inner_texts()
+    assert kinds and set(kinds) == {"error"}
+
+
+def test_the_copy_button_puts_the_code_on_the_clipboard(open_page):
+    page = open_page(
+        "/entries/view-non-contiguous", permissions=["clipboard-read", "clipboard-write"]
+    )
+    block = page.locator(".code-block").filter(has=page.locator("pre code.language-python")).first
+    expected = block.locator("code").inner_text()
+    block.locator("button.copy").click()
+    assert page.locator("button.copy", has_text="Copied").count() == 1
+    assert page.evaluate("navigator.clipboard.readText()") == expected
+
+
+def test_the_paste_flow_returns_the_match_with_ctrl_enter(open_page):
+    page = open_page("/match")
+    page.fill("#text", PASTE)
+    page.press("#text", "Control+Enter")
+    page.wait_for_url("**/match")
+    answer = page.locator(".answer")
+    answer.wait_for()
+    assert "Known pitfall" in answer.locator("h2").inner_text()
+    assert (
+        page.locator(".pitfall h3 a").first.get_attribute("href")
+        == "/entries/state-dict-module-prefix"
+    )
+    assert "module.conv1.weight" in page.locator(".why mark").first.inner_text()
+
+
+def test_keyboard_only_search_and_open_a_result(open_page):
+    page = open_page("/help")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "q"
+    page.keyboard.type("contiguous")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/search?q=contiguous")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('a.title')"):
+            break
+    else:
+        pytest.fail("Tab never reached a result")
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"  # the focus is visible
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/entries/**")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize(("device", "viewport"), [("desktop", (1280, 900)), ("phone", (390, 844))])
+def test_screenshots(open_page, scheme, device, viewport):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    width, height = viewport
+    for name, path in (
+        ("home", "/"),
+        ("search", "/search?q=contiguous"),
+        ("entry", "/entries/cuda-device-side-assert"),
+        ("match", "/match"),
+    ):
+        page = open_page(path, viewport={"width": width, "height": height}, color_scheme=scheme)
+        if name == "match":
+            page.fill("#text", PASTE)
+            page.click("form.paste button")
+            page.locator(".answer").wait_for()
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, f"{name} scrolls sideways at {width}px"
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{device}-{scheme}.png"), full_page=False)
