@@ -81,7 +81,20 @@ def test_one_error_shape_for_the_api_and_a_page_for_people(real_client):
 
 def test_openapi_documents_the_api(real_client):
     paths = real_client.get("/openapi.json").json()["paths"]
-    assert {"/api/v1/health", "/api/v1/search", "/api/v1/entries/{entry_id}"} <= set(paths)
+    assert {
+        "/api/v1/health",
+        "/api/v1/search",
+        "/api/v1/entries/{entry_id}",
+        "/api/v1/match",
+        "/api/v1/overview",
+        "/api/v1/tags/{tag}",
+    } <= set(paths)
+    q = next(p for p in paths["/api/v1/search"]["get"]["parameters"] if p["name"] == "q")
+    assert q["description"] and "batches tracked" in q["schema"]["examples"]
+    match_body = paths["/api/v1/match"]["post"]["requestBody"]["content"]
+    assert {"application/json", "text/plain"} <= set(match_body) and match_body["application/json"][
+        "example"
+    ]
 
 
 def test_facet_links_keep_the_other_filter_and_toggle_their_own(real_client):

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 from sqlmodel import Session
 
 from app import storage
@@ -57,9 +57,16 @@ def tag(tag: str, service: SearchDep) -> TagPage:
 def search(
     service: SearchDep,
     settings: SettingsDep,
-    q: str = Query("", description="Words, an error message or an identifier", max_length=2000),
-    kind: str | None = Query(None, description="Only entries of this kind"),
-    tag: str | None = Query(None, description="Only entries with this tag"),
+    q: str = Query(
+        "",
+        description="Words, an error message or an identifier; empty lists every entry",
+        max_length=2000,
+        examples=["batches tracked", "torch.cuda.FloatTensor", "显存"],
+    ),
+    kind: str | None = Query(None, description="Only entries of this kind", examples=["error"]),
+    tag: str | None = Query(
+        None, description="Only entries with this tag", examples=["checkpoint"]
+    ),
     page: int = Query(1, ge=1),
     limit: int | None = Query(None, ge=1, le=200),
 ) -> dict:
@@ -69,8 +76,16 @@ def search(
     return result.to_dict()
 
 
-@router.get("/entries/{entry_id}", summary="One entry with its rendered HTML and Markdown source")
-def entry(entry_id: str, session: SessionDep, response: Response) -> EntryDetails:
+@router.get(
+    "/entries/{entry_id}",
+    summary="One entry with its rendered HTML and Markdown source",
+    description="The `ETag` header carries the entry's revision.",
+)
+def entry(
+    session: SessionDep,
+    response: Response,
+    entry_id: str = Path(description="The entry's id", examples=["view-non-contiguous"]),
+) -> EntryDetails:
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"no entry with id {entry_id!r}")
