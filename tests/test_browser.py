@@ -154,3 +154,10 @@ def test_screenshots(open_page, scheme, device, viewport):
         )
         assert overflow <= 1, f"{name} scrolls sideways at {width}px"
         page.screenshot(path=str(ARTIFACTS / f"{name}-{device}-{scheme}.png"), full_page=False)
+
+
+def test_on_a_phone_the_results_come_before_the_filters(open_page):
+    page = open_page("/search?q=contiguous", viewport={"width": 390, "height": 844})
+    first_result = page.locator(".hits li").first.bounding_box()
+    facets = page.locator(".facets").bounding_box()
+    assert first_result["y"] < facets["y"] and first_result["y"] < 844
