@@ -13,6 +13,10 @@ RECENT_COUNT = 8
 TAG_PAGE_LIMIT = 200
 
 
+class NotFound(LookupError):
+    """What was asked for does not exist; the message says so in words a person can act on."""
+
+
 class EntryCard(BaseModel):
     id: str
     title: str
@@ -66,10 +70,10 @@ def get_overview(session: Session, search: SearchService) -> Overview:
     )
 
 
-def get_tag_page(search: SearchService, tag: str) -> TagPage | None:
+def get_tag_page(search: SearchService, tag: str) -> TagPage:
     result = search.search("", tag=tag, limit=TAG_PAGE_LIMIT, highlights=False, facets=False)
     if not result.total:
-        return None
+        raise NotFound(f"No entry has the tag {tag!r}.")
     cards = sorted(
         (
             EntryCard(

@@ -47,10 +47,7 @@ def overview(session: SessionDep, service: SearchDep) -> Overview:
 
 @router.get("/tags/{tag}", summary="The entries with one tag")
 def tag(tag: str, service: SearchDep) -> TagPage:
-    listing = get_tag_page(service, tag)
-    if listing is None:
-        raise HTTPException(404, f"No entry has the tag {tag!r}.")
-    return listing
+    return get_tag_page(service, tag)
 
 
 @router.get("/search", summary="Full-text search over the entries")

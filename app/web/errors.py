@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.catalog import NotFound
 from app.search import IndexUnavailable
 
 logger = logging.getLogger("pitfalls")
@@ -49,6 +50,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(
             request, 500, "Something went wrong on our side; the error was logged."
         )
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> Response:
+        return error_response(request, 404, str(exc))
 
     @app.exception_handler(IndexUnavailable)
     async def _no_index(request: Request, exc: IndexUnavailable) -> Response:

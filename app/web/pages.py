@@ -29,8 +29,6 @@ def home(request: Request, session: SessionDep, service: SearchDep):
 @router.get("/tags/{tag}", response_class=HTMLResponse)
 def tag_page(request: Request, tag: str, service: SearchDep):
     listing = get_tag_page(service, tag)
-    if listing is None:
-        raise HTTPException(404, f"No entry has the tag {tag!r}.")
     return _render(request, "tag.html", {"listing": listing}, f"/api/v1/tags/{tag}")
 
 
