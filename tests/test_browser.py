@@ -95,7 +95,7 @@ def test_the_copy_button_puts_the_code_on_the_clipboard(open_page):
     block = page.locator(".code-block").filter(has=page.locator("pre code.language-python")).first
     expected = block.locator("code").inner_text()
     block.locator("button.copy").click()
-    assert page.locator("button.copy", has_text="Copied").count() == 1
+    block.locator("button.copy", has_text="Copied").wait_for()  # the handler is asynchronous
     assert page.evaluate("navigator.clipboard.readText()") == expected
 
 
