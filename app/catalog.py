@@ -3,10 +3,10 @@
 from datetime import datetime
 
 from pydantic import BaseModel
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
+from app import storage
 from app.entry_details import entry_url
-from app.models import Entry
 from app.search import SearchService
 
 RECENT_COUNT = 8
@@ -43,29 +43,27 @@ class TagPage(BaseModel):
     entries: list[EntryCard]
 
 
+def _card_fields(item) -> dict:
+    """The card fields of an entry row or a search hit: both have these attributes."""
+    return {
+        "id": item.id,
+        "title": item.title,
+        "summary": item.summary,
+        "kind": item.kind,
+        "tags": item.tags,
+        "url": entry_url(item.id),
+    }
+
+
 def get_overview(session: Session, search: SearchService) -> Overview:
     everything = search.search("", limit=1, highlights=False)
-    rows = session.exec(
-        select(Entry)
-        .where(col(Entry.archived).is_(False))
-        .order_by(col(Entry.updated_at).desc(), col(Entry.id))
-        .limit(RECENT_COUNT)
-    ).all()
     return Overview(
         entries=everything.total,
         kinds=everything.facets.get("kind", {}),
         tags=everything.facets.get("tag", {}),
         recent=[
-            RecentEntry(
-                id=e.id,
-                title=e.title,
-                summary=e.summary,
-                kind=e.kind,
-                tags=e.tags,
-                url=entry_url(e.id),
-                updated_at=e.updated_at,
-            )
-            for e in rows
+            RecentEntry(**_card_fields(e), updated_at=e.updated_at)
+            for e in storage.recent_entries(session, limit=RECENT_COUNT)
         ],
     )
 
@@ -75,17 +73,6 @@ def get_tag_page(search: SearchService, tag: str) -> TagPage:
     if not result.total:
         raise NotFound(f"No entry has the tag {tag!r}.")
     cards = sorted(
-        (
-            EntryCard(
-                id=h.id,
-                title=h.title,
-                summary=h.summary,
-                kind=h.kind,
-                tags=h.tags,
-                url=entry_url(h.id),
-            )
-            for h in result.hits
-        ),
-        key=lambda card: card.title.lower(),
+        (EntryCard(**_card_fields(h)) for h in result.hits), key=lambda c: c.title.lower()
     )
     return TagPage(tag=tag, total=result.total, entries=cards)

@@ -76,6 +76,17 @@ def entry_file_states(session: Session) -> dict[str, tuple[str | None, bool]]:
     return {entry_id: (file_hash, archived) for entry_id, file_hash, archived in rows}
 
 
+def recent_entries(session: Session, *, limit: int) -> Sequence[Entry]:
+    """The active entries changed most recently, newest first."""
+    query = (
+        select(Entry)
+        .where(col(Entry.archived).is_(False))
+        .order_by(col(Entry.updated_at).desc(), col(Entry.id))
+        .limit(limit)
+    )
+    return session.exec(query).all()
+
+
 def get_entries(session: Session, *, entry_ids: Sequence[str]) -> dict[str, Entry]:
     if not entry_ids:
         return {}
