@@ -34,6 +34,7 @@ def prepare_data(
     *,
     ingest: Literal["always", "if-empty", "never"] = "always",
     prune: bool = False,
+    force: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> PrepareReport:
     """Upgrade the schema, sync content/ as asked, and bring the index up to the database."""
@@ -41,6 +42,8 @@ def prepare_data(
     report = None
     if ingest == "always" or (ingest == "if-empty" and database_is_empty(engine)):
         assert settings.content_dir is not None
-        report = ingest_content(engine, settings.content_dir, prune=prune, on_progress=on_progress)
+        report = ingest_content(
+            engine, settings.content_dir, prune=prune, force=force, on_progress=on_progress
+        )
     assert settings.index_dir is not None
     return PrepareReport(ingest=report, index=update_index(engine, settings.index_dir))

@@ -16,6 +16,8 @@ from sqlmodel import Field, SQLModel
 
 ENTRY_KINDS = ("error", "warning", "silent", "hang", "perf", "howto")
 REVISION_SOURCES = ("ingest", "web", "api")
+ROLES = ("reader", "editor", "admin")
+TOKEN_SCOPES = ("read", "write")
 SNIPPET_ROLES = ("repro", "fix", "demo")
 
 
@@ -54,6 +56,10 @@ class Entry(SQLModel, table=True):
         description="sha256 of the content file last ingested.",
     )
     archived: bool = Field(default=False, index=True)
+    edited_since_ingest: bool = Field(
+        default=False,
+        description="Written in the wiki (edit, archive, restore) since the file was ingested.",
+    )
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
     updated_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
 
@@ -104,6 +110,7 @@ class Change(SQLModel, table=True):
     entry_id: str = Field(max_length=100, index=True)
     action: str = Field(max_length=10, description="create, update, archive, restore or delete.")
     revision: int | None = None
+    actor: str = Field(default="", max_length=200, description="Who wrote it: a user or token.")
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
 
 
@@ -122,3 +129,57 @@ class Verification(SQLModel, table=True):
     python_version: str = Field(max_length=50)
     platform: str = Field(max_length=200)
     verified_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+
+
+class User(SQLModel, table=True):
+    """A person who logs in. `role` is reader, editor or admin; the password only as a hash."""
+
+    __tablename__ = "account"  # "user" is a reserved word in PostgreSQL
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=100, unique=True)
+    role: str = Field(max_length=10)
+    password_hash: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    last_login_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+
+
+class ApiToken(SQLModel, table=True):
+    """A bot's credential. Only the sha256 of the token is kept; it is shown once at creation."""
+
+    __tablename__ = "api_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=100, index=True)
+    scope: str = Field(max_length=10)
+    token_hash: str = Field(max_length=64, unique=True)
+    prefix: str = Field(max_length=20, description="The first characters, to tell tokens apart.")
+    owner: str | None = Field(default=None, max_length=100, description="Who created it.")
+    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    expires_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    revoked_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    last_used_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+
+
+class LoginFailure(SQLModel, table=True):
+    """A failed login, kept for a while so that guessing is slowed down across processes."""
+
+    __tablename__ = "login_failure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=100, index=True)
+    address: str = Field(max_length=100, index=True)
+    at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True), index=True)
+
+
+class AuditEvent(SQLModel, table=True):
+    """Every write that is not an entry revision: accounts, roles, tokens, logins."""
+
+    __tablename__ = "audit_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True), index=True)
+    actor: str = Field(max_length=200)
+    action: str = Field(max_length=50)
+    target: str = Field(default="", max_length=200)
+    detail: str = Field(default="", sa_type=Text)

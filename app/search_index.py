@@ -27,6 +27,7 @@ from whoosh.index import LockError
 
 from app import storage
 from app.analysis import code_analyzer, prose_analyzer, spelling_analyzer
+from app.files import write_atomically
 from app.models import Entry, Signature
 from app.rendering import extract_text
 
@@ -103,9 +104,7 @@ def _now() -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, text.encode("utf-8"))
 
 
 def current_generation(index_dir: Path) -> Path | None:

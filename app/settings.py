@@ -54,6 +54,27 @@ class Settings(BaseSettings):
         1_000_000, ge=1000, description="Largest traceback accepted by /match and the API."
     )
 
+    public_read: bool = Field(
+        True,
+        description="Anyone may read and search; when false, reading needs a login or a token.",
+    )
+    secret_key: str = Field(
+        "",
+        description="Key that signs session cookies; empty means a random key kept in "
+        "<data dir>/secret_key (shared by every process on that data dir).",
+    )
+    secure_cookies: bool = Field(
+        False, description="Send the session cookie over HTTPS only (set it behind HTTPS)."
+    )
+    session_days: int = Field(14, ge=1, le=365, description="How long a login lasts.")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < 32:
+            raise ValueError("the secret key must have at least 32 characters (or be empty)")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:

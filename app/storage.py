@@ -6,6 +6,7 @@ here, so SQL stays in one place and stays portable between SQLite and PostgreSQL
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from alembic import command
 from alembic.config import Config
@@ -70,10 +71,16 @@ def list_entries(session: Session, *, include_archived: bool = False) -> Sequenc
     return session.exec(query).all()
 
 
-def entry_file_states(session: Session) -> dict[str, tuple[str | None, bool]]:
-    """id -> (hash of the file last ingested, archived): what ingest needs to skip a file."""
-    rows = session.exec(select(Entry.id, Entry.file_hash, Entry.archived)).all()
-    return {entry_id: (file_hash, archived) for entry_id, file_hash, archived in rows}
+class FileState(NamedTuple):
+    file_hash: str | None  # of the content file last ingested
+    archived: bool
+    edited: bool  # written in the wiki since then
+
+
+def entry_file_states(session: Session) -> dict[str, FileState]:
+    """What ingest needs to skip an unchanged file and to see a wiki edit it must not overwrite."""
+    query = select(Entry.id, Entry.file_hash, Entry.archived, Entry.edited_since_ingest)
+    return {row[0]: FileState(*row[1:]) for row in session.exec(query).all()}
 
 
 def recent_entries(session: Session, *, limit: int) -> Sequence[Entry]:
@@ -172,6 +179,11 @@ def list_revisions(session: Session, *, entry_id: str) -> Sequence[Revision]:
     return session.exec(query).all()
 
 
+def get_revision(session: Session, *, entry_id: str, number: int) -> Revision | None:
+    query = select(Revision).where(Revision.entry_id == entry_id, Revision.number == number)
+    return session.exec(query).first()
+
+
 def count_revisions(session: Session, *, entry_id: str) -> int:
     query = select(func.count()).select_from(Revision).where(Revision.entry_id == entry_id)
     return session.exec(query).one()
@@ -196,8 +208,10 @@ def changes_since(session: Session, *, seq: int) -> Sequence[Change]:
 # ---- writing (the caller commits: one transaction per logical change) ------------------------
 
 
-def _record_change(session: Session, *, entry_id: str, action: str, revision: int | None) -> None:
-    session.add(Change(entry_id=entry_id, action=action, revision=revision))
+def _record_change(
+    session: Session, *, entry_id: str, action: str, revision: int | None, actor: str
+) -> None:
+    session.add(Change(entry_id=entry_id, action=action, revision=revision, actor=actor))
 
 
 def _replace_parts(session: Session, *, doc: EntryDocument) -> None:
@@ -254,6 +268,7 @@ def save_entry(
     entry.updated_at = now
     if file_hash is not None:
         entry.file_hash = file_hash
+    entry.edited_since_ingest = source != "ingest"
     session.add(entry)
     session.flush()  # the entry row must exist before rows that reference it
     _replace_parts(session, doc=doc)
@@ -269,7 +284,7 @@ def save_entry(
             created_at=now,
         )
     )
-    _record_change(session, entry_id=entry.id, action=action, revision=entry.revision)
+    _record_change(session, entry_id=entry.id, action=action, revision=entry.revision, actor=author)
     return action
 
 
@@ -291,16 +306,19 @@ def _entry_fields(doc: EntryDocument) -> dict:
     }
 
 
-def archive_entry(session: Session, *, entry: Entry) -> None:
+def archive_entry(session: Session, *, entry: Entry, actor: str, source: str) -> None:
     entry.archived = True
     entry.updated_at = utcnow()
+    entry.edited_since_ingest = source != "ingest"
     session.add(entry)
-    _record_change(session, entry_id=entry.id, action="archive", revision=entry.revision)
+    _record_change(
+        session, entry_id=entry.id, action="archive", revision=entry.revision, actor=actor
+    )
 
 
-def delete_entry(session: Session, *, entry: Entry) -> None:
+def delete_entry(session: Session, *, entry: Entry, actor: str) -> None:
     session.delete(entry)  # revisions, signatures and snippets go with it (ON DELETE CASCADE)
-    _record_change(session, entry_id=entry.id, action="delete", revision=None)
+    _record_change(session, entry_id=entry.id, action="delete", revision=None, actor=actor)
 
 
 def record_verification(session: Session, *, result: Verification) -> None:

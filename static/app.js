@@ -94,4 +94,94 @@
   });
   box.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
   document.addEventListener("click", (event) => { if (!list.contains(event.target) && event.target !== box) hide(); });
+
+  // The editor: problems, preview and the signature tester follow the text as it is typed.
+  const editor = document.querySelector("section.editor");
+  if (editor) {
+    const source = document.getElementById("markdown");
+    const paste = document.getElementById("paste");
+    const problems = document.getElementById("problems");
+    const count = document.getElementById("problem-count");
+    const preview = document.getElementById("preview");
+    const tester = document.getElementById("tester");
+    let latest = 0;
+    let unsaved = false;
+
+    const goToLine = (line) => {
+      const lines = source.value.split("\n");
+      const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+      source.focus();
+      source.setSelectionRange(start, start + (lines[line - 1] || "").length);
+      const height = source.scrollHeight / Math.max(lines.length, 1);
+      source.scrollTop = Math.max(0, (line - 5) * height);
+    };
+    problems.addEventListener("click", (event) => {
+      const button = event.target.closest("button.line");
+      if (button) goToLine(Number(button.dataset.line));
+    });
+
+    const text = (tag, value, className) => {
+      const node = document.createElement(tag);
+      if (className) node.className = className;
+      node.textContent = value;
+      return node;
+    };
+    const showProblems = (list) => {
+      count.textContent = String(list.length);
+      if (!list.length) {
+        problems.replaceChildren(text("li", "No problems found.", "none"));
+        return;
+      }
+      problems.replaceChildren(...list.map((p) => {
+        const item = document.createElement("li");
+        item.className = p.severity;
+        const button = text("button", `line ${p.line}`, "line");
+        button.type = "button";
+        button.dataset.line = String(p.line);
+        item.append(button, " ", p.message);
+        return item;
+      }));
+    };
+    const showTester = (result) => {
+      if (!result) { tester.replaceChildren(); return; }
+      const verdict = text("p", result.verdict, result.draft_wins ? "verdict wins" : "verdict");
+      const hits = document.createElement("ol");
+      hits.className = "tester-hits";
+      for (const h of result.hits) {
+        const item = document.createElement("li");
+        const who = h.draft ? text("strong", "this draft") : text("a", h.entry_id);
+        if (!h.draft) who.href = `/entries/${h.entry_id}`;
+        const pct = Math.round(h.confidence * 100);
+        item.append(who, ` ${pct}%${h.known ? "" : " (below the threshold)"}: signatures[${h.signature}] matched `,
+          text("code", h.matched_text), ` in the ${h.matched_in} error`);
+        hits.append(item);
+      }
+      tester.replaceChildren(verdict, hits, ...result.problems.map((p) => text("p", p, "note")));
+    };
+
+    const check = async () => {
+      const ticket = ++latest;
+      const response = await fetch("/api/v1/drafts/check", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": editor.dataset.csrf },
+        body: JSON.stringify({
+          markdown: source.value,
+          entry_id: editor.dataset.entryId || null,
+          paste: paste.value || null,
+        }),
+      });
+      if (!response.ok || ticket !== latest) return;
+      const data = await response.json();
+      showProblems(data.problems);
+      preview.innerHTML = data.html;  // rendered by the server with raw HTML off
+      showTester(data.tester);
+      editor.dataset.checked = String(ticket);
+    };
+    let timer;
+    const soon = () => { clearTimeout(timer); timer = setTimeout(check, 350); };
+    source.addEventListener("input", () => { unsaved = true; soon(); });
+    paste.addEventListener("input", soon);
+    document.getElementById("edit-form").addEventListener("submit", () => { unsaved = false; });
+    window.addEventListener("beforeunload", (event) => { if (unsaved) event.preventDefault(); });
+  }
 })();

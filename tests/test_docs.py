@@ -17,7 +17,11 @@ def test_every_setting_is_documented():
 
 
 def test_every_command_is_documented():
-    missing = [name for name in cli.commands if f"`pitfalls {name}" not in README]
+    names = []
+    for name, command in cli.commands.items():
+        names.append(name)
+        names += [f"{name} {sub}" for sub in getattr(command, "commands", {})]
+    missing = [name for name in names if f"`pitfalls {name}" not in README]
     assert missing == []
 
 

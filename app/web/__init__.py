@@ -1,10 +1,12 @@
 """The FastAPI application factory: nothing is opened until `create_app` runs."""
 
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.middleware.sessions import SessionMiddleware
 
 from app import __version__
 from app.answers import MatcherCache
@@ -13,7 +15,8 @@ from app.resources import resource_dir
 from app.search import SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine
-from app.web import api, match, pages
+from app.web import account_pages, api, match, pages, wiki_pages
+from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 
 # No inline script or style, nothing from elsewhere: every value on a page is escaped, and even an
@@ -23,6 +26,11 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
+
+
+def _atom_date(moment: datetime | None) -> str:
+    # Stored times are UTC (SQLite hands them back without a zone).
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,10 +59,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.templates = Jinja2Templates(directory=str(resource_dir("templates")))
+    templates = Jinja2Templates(directory=str(resource_dir("templates")))
+    templates.env.globals.update(principal=page_principal, csrf_token=csrf_token)
+    templates.env.filters["atom_date"] = _atom_date
+    app.state.templates = templates
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
+    app.include_router(api.open_router)
     app.include_router(api.router)
     app.include_router(match.router)
+    app.include_router(account_pages.router)
+    app.include_router(wiki_pages.router)
     app.include_router(pages.router)
     install_error_handlers(app)
 
@@ -70,4 +84,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response.headers.setdefault("X-Frame-Options", "DENY")
         return response
 
+    # Signed (not encrypted) cookie holding the user id, a password version and the CSRF token;
+    # HttpOnly always, SameSite=Lax so that other sites' forms do not carry it.
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=session_secret(settings),
+        session_cookie=SESSION_COOKIE,
+        max_age=settings.session_days * 86400,
+        same_site="lax",
+        https_only=settings.secure_cookies,
+    )
     return app

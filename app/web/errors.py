@@ -5,11 +5,14 @@ from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.accounts import AccountError
 from app.catalog import NotFound
 from app.search import IndexUnavailable
+from app.web.auth import LoginRequired, login_url
+from app.wiki import EditConflict, SaveRefused
 
 logger = logging.getLogger("pitfalls")
 
@@ -18,15 +21,23 @@ def _wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
-def error_response(request: Request, status: int, message: str) -> Response:
+def error_response(
+    request: Request,
+    status: int,
+    message: str,
+    extra: dict | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     if _wants_json(request):
-        return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)
+        body = {"status": status, "message": message, **(extra or {})}
+        return JSONResponse({"error": body}, status_code=status, headers=headers)
     templates = request.app.state.templates
     return templates.TemplateResponse(
         request,
         "error.html",
         {"status": status, "title": HTTPStatus(status).phrase, "message": message},
         status_code=status,
+        headers=headers,
     )
 
 
@@ -34,7 +45,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-        return error_response(request, exc.status_code, message)
+        return error_response(request, exc.status_code, message, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> Response:
@@ -54,6 +65,43 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> Response:
         return error_response(request, 404, str(exc))
+
+    @app.exception_handler(LoginRequired)
+    async def _login_required(request: Request, exc: LoginRequired) -> Response:
+        if _wants_json(request):
+            return error_response(
+                request,
+                401,
+                "Authentication required: send 'Authorization: Bearer <token>' "
+                "(create one with `pitfalls token create`).",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if request.method in ("GET", "HEAD"):
+            return RedirectResponse(login_url(request), status_code=303)
+        return error_response(request, 401, "Log in first; nothing was saved.")
+
+    @app.exception_handler(SaveRefused)
+    async def _refused(request: Request, exc: SaveRefused) -> Response:
+        problems = [
+            {"line": p.line, "message": p.message, "severity": p.severity} for p in exc.problems
+        ]
+        return error_response(request, exc.status, str(exc), {"problems": problems})
+
+    @app.exception_handler(EditConflict)
+    async def _conflict(request: Request, exc: EditConflict) -> Response:
+        # The API's edits are conditional requests (If-Match), hence 412 and the current ETag.
+        status = 412 if _wants_json(request) else 409
+        return error_response(
+            request,
+            status,
+            str(exc),
+            {"current_revision": exc.current},
+            headers={"ETag": f'"{exc.current}"'},
+        )
+
+    @app.exception_handler(AccountError)
+    async def _account_error(request: Request, exc: AccountError) -> Response:
+        return error_response(request, 422, str(exc))
 
     @app.exception_handler(IndexUnavailable)
     async def _no_index(request: Request, exc: IndexUnavailable) -> Response:

@@ -1,15 +1,16 @@
 """Paste a traceback: the /match page and its JSON twin, POST /api/v1/match."""
 
 import json
-from urllib.parse import parse_qs
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from app.answers import Answer, answer_paste
+from app.web.auth import form_fields, read_access
 from app.web.deps import SettingsDep
+from app.web.limits import read_limited_body
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(read_access)])
 
 _BODY_DOC = {
     "requestBody": {
@@ -27,20 +28,6 @@ _BODY_DOC = {
         },
     }
 }
-
-
-async def read_limited_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 past `limit` bytes (before reading it all)."""
-    declared = request.headers.get("content-length")
-    too_large = f"The paste is larger than {limit:,} bytes; paste the end of the traceback."
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, too_large)
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            raise HTTPException(413, too_large)
-    return bytes(body)
 
 
 def _decode(data: bytes) -> str:
@@ -99,10 +86,8 @@ def match_form(request: Request):
 
 @router.post("/match", response_class=HTMLResponse, include_in_schema=False)
 async def match_page(request: Request, settings: SettingsDep):
-    # Parsed from the raw body: the size limit applies before anything is decoded.
-    body = await read_limited_body(request, settings.max_paste_bytes + 16)
-    fields = parse_qs(_decode(body), keep_blank_values=True, max_num_fields=10)
-    text = (fields.get("text") or [""])[0]
+    # The size limit applies while the body is read, before anything is decoded.
+    text = (await form_fields(request)).get("text", "")
     if len(text.encode("utf-8")) > settings.max_paste_bytes:
         raise HTTPException(413, f"The paste is larger than {settings.max_paste_bytes:,} bytes.")
     return _page(request, text, _answer(request, text) if text.strip() else None)

@@ -1,19 +1,26 @@
 """Server-rendered pages; each calls the same function as its JSON twin under /api/v1."""
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from app import storage
 from app.catalog import get_overview, get_tag_page
 from app.entry_details import get_entry_details
+from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
 
 
-def _render(request: Request, template: str, context: dict, alternate: str | None = None):
+def render(
+    request: Request,
+    template: str,
+    context: dict,
+    alternate: str | None = None,
+    status_code: int = 200,
+):
     response = request.app.state.templates.TemplateResponse(
-        request, template, {**context, "alternate": alternate}
+        request, template, {**context, "alternate": alternate}, status_code=status_code
     )
     if alternate:
         response.headers["Link"] = f'<{alternate}>; rel="alternate"; type="application/json"'
@@ -23,18 +30,18 @@ def _render(request: Request, template: str, context: dict, alternate: str | Non
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, session: SessionDep, service: SearchDep):
     overview = get_overview(session, service)
-    return _render(request, "home.html", {"overview": overview}, "/api/v1/overview")
+    return render(request, "home.html", {"overview": overview}, "/api/v1/overview")
 
 
 @router.get("/tags/{tag}", response_class=HTMLResponse)
 def tag_page(request: Request, tag: str, service: SearchDep):
     listing = get_tag_page(service, tag)
-    return _render(request, "tag.html", {"listing": listing}, f"/api/v1/tags/{tag}")
+    return render(request, "tag.html", {"listing": listing}, f"/api/v1/tags/{tag}")
 
 
 @router.get("/help", response_class=HTMLResponse)
 def help_page(request: Request):
-    return _render(request, "help.html", {})
+    return render(request, "help.html", {})
 
 
 @router.get("/entries/{entry_id}/snippets/{position}.py")
@@ -74,7 +81,7 @@ def search_page(
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
         alternate += "?" + request.url.query
-    return _render(
+    return render(
         request,
         "search.html",
         {"result": result, "q": q, "kind": kind, "tag": tag},
@@ -87,4 +94,4 @@ def entry_page(request: Request, entry_id: str, session: SessionDep):
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
-    return _render(request, "entry.html", {"entry": details}, f"/api/v1/entries/{entry_id}")
+    return render(request, "entry.html", {"entry": details}, f"/api/v1/entries/{entry_id}")

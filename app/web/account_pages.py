@@ -1,0 +1,163 @@
+"""Logging in and out, API tokens, and the admin's page of users and the audit log."""
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.accounts import (
+    AccountError,
+    Principal,
+    TooManyAttempts,
+    add_user,
+    authenticate,
+    create_token,
+    list_tokens,
+    list_users,
+    parse_duration,
+    recent_audit,
+    revoke_token,
+    set_role,
+    token_state,
+)
+from app.models import ROLES
+from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
+from app.web.deps import SessionDep
+from app.web.pages import render
+
+router = APIRouter(include_in_schema=False)
+
+
+def _safe_next(target: str | None) -> str:
+    # Only a path on this site: never //evil.example or https://evil.example.
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/"):
+    return render(request, "login.html", {"next": _safe_next(next), "name": "", "error": None})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request, session: SessionDep):
+    await check_csrf(request)
+    form = await form_fields(request)
+    name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
+    address = request.client.host if request.client else "unknown"
+    status, error = 401, "Wrong name or password."
+    try:
+        user = authenticate(session, name=name, password=form.get("password", ""), address=address)
+    except TooManyAttempts as exc:
+        user, status, error = None, 429, f"Too many failed logins: {exc}."
+        headers = {"Retry-After": str(exc.retry_after)}
+    session.commit()
+    if user is None:
+        context = {"next": target, "name": name, "error": error}
+        response = render(request, "login.html", context, status_code=status)
+        if status == 429:
+            response.headers.update(headers)
+        return response
+    log_in(request, user)
+    return RedirectResponse(target, status_code=303)
+
+
+@router.post("/logout")
+async def logout(request: Request):
+    await check_csrf(request)
+    log_out(request)
+    return RedirectResponse("/", status_code=303)
+
+
+# ---- tokens: everyone signed in manages their own; an admin sees and revokes all -------------
+
+
+def _tokens_page(request: Request, session, principal: Principal, **extra):
+    owner = None if principal.has_role("admin") else principal.name
+    tokens = [(t, token_state(t)) for t in list_tokens(session, owner=owner)]
+    context = {"tokens": tokens, "created": None, "error": None, **extra}
+    return render(request, "tokens.html", context, status_code=422 if extra.get("error") else 200)
+
+
+@router.get("/tokens", response_class=HTMLResponse)
+def tokens_page(request: Request, session: SessionDep, principal: SignedIn):
+    return _tokens_page(request, session, principal)
+
+
+@router.post("/tokens", response_class=HTMLResponse)
+async def tokens_create(request: Request, session: SessionDep, principal: SignedIn):
+    form = await form_fields(request)
+    try:
+        expires = form.get("expires", "").strip()
+        token, secret = create_token(
+            session,
+            name=form.get("name", "").strip(),
+            scope=form.get("scope", "read"),
+            expires_in=parse_duration(expires) if expires else None,
+            owner=principal,
+        )
+    except AccountError as exc:
+        return _tokens_page(request, session, principal, error=str(exc))
+    session.commit()
+    return _tokens_page(request, session, principal, created=(token.name, secret))
+
+
+@router.post("/tokens/{token_id}/revoke")
+async def tokens_revoke(
+    token_id: int,
+    session: SessionDep,
+    principal: SignedIn,
+):
+    revoke_token(session, token_id=token_id, actor=principal)
+    session.commit()
+    return RedirectResponse("/tokens", status_code=303)
+
+
+# ---- users and the audit log: admins only ----------------------------------------------------
+
+
+def _admin_page(request: Request, session, error: str | None = None):
+    context = {
+        "users": list_users(session),
+        "roles": ROLES,
+        "events": recent_audit(session),
+        "error": error,
+    }
+    return render(request, "admin.html", context, status_code=422 if error else 200)
+
+
+@router.get("/admin", response_class=HTMLResponse)
+def admin_page(request: Request, session: SessionDep, _: Admin):
+    return _admin_page(request, session)
+
+
+@router.post("/admin/users", response_class=HTMLResponse)
+async def admin_add_user(request: Request, session: SessionDep, principal: Admin):
+    form = await form_fields(request)
+    try:
+        add_user(
+            session,
+            name=form.get("name", "").strip(),
+            role=form.get("role", ""),
+            password=form.get("password", ""),
+            actor=principal,
+        )
+    except AccountError as exc:
+        return _admin_page(request, session, str(exc))
+    session.commit()
+    return RedirectResponse("/admin", status_code=303)
+
+
+@router.post("/admin/users/{name}/role", response_class=HTMLResponse)
+async def admin_set_role(
+    name: str,
+    request: Request,
+    session: SessionDep,
+    principal: Admin,
+):
+    form = await form_fields(request)
+    try:
+        set_role(session, name=name, role=form.get("role", ""), actor=principal)
+    except AccountError as exc:
+        return _admin_page(request, session, str(exc))
+    session.commit()
+    return RedirectResponse("/admin", status_code=303)

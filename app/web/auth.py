@@ -1,0 +1,178 @@
+"""Who is asking, and may they: sessions, bearer tokens, CSRF and the role checks routes declare.
+
+A route that writes asks for `Depends(require("editor"))` (or "admin"). The check runs before the
+body is read, so a refused caller never gets as far as validation. Browser sessions must also
+send the CSRF token of their session, as a form field or an `X-CSRF-Token` header; bearer
+tokens carry no ambient authority and need none.
+"""
+
+import secrets
+from typing import Annotated
+from urllib.parse import parse_qs, quote
+
+from fastapi import Depends, HTTPException, Request
+from sqlmodel import Session
+
+from app.accounts import (
+    ANONYMOUS,
+    Principal,
+    session_version,
+    token_principal,
+    user_principal,
+)
+from app.files import read_or_create
+from app.models import User
+from app.settings import Settings
+from app.web.limits import read_limited_body
+
+SESSION_COOKIE = "pitfalls_session"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+FORM_OVERHEAD_BYTES = 64_000  # the other fields of a form that carries a paste or an entry
+
+
+class LoginRequired(Exception):
+    """The caller is anonymous and must log in (pages) or present a token (API)."""
+
+
+def session_secret(settings: Settings) -> str:
+    if settings.secret_key:
+        return settings.secret_key
+    fresh = secrets.token_urlsafe(48).encode()
+    return read_or_create(settings.data_dir / "secret_key", fresh).decode().strip()
+
+
+def _bearer(request: Request, header: str) -> Principal:
+    scheme, _, credentials = header.partition(" ")
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    if scheme.lower() != "bearer" or not credentials.strip():
+        raise HTTPException(401, "Send the token as 'Authorization: Bearer <token>'.", challenge)
+    with Session(request.app.state.engine) as session:
+        principal = token_principal(session, credentials.strip())
+        session.commit()  # the token's last use
+    if principal is None:
+        raise HTTPException(401, "The token is unknown, expired or revoked.", challenge)
+    return principal
+
+
+def _session_user(request: Request) -> Principal:
+    user_id = request.session.get("uid")
+    if user_id is None:
+        return ANONYMOUS
+    with Session(request.app.state.engine) as session:
+        user = session.get(User, user_id)
+    if user is None or request.session.get("sv") != session_version(user):
+        request.session.clear()  # removed, or the password changed since this login
+        return ANONYMOUS
+    return user_principal(user)
+
+
+def get_principal(request: Request) -> Principal:
+    """The caller, looked up once per request."""
+    cached = getattr(request.state, "principal", None)
+    if cached is not None:
+        return cached
+    header = request.headers.get("authorization")
+    principal = _bearer(request, header) if header else _session_user(request)
+    request.state.principal = principal
+    return principal
+
+
+def page_principal(request: Request) -> Principal:
+    """For showing who is logged in on a page: never raises."""
+    try:
+        return get_principal(request)
+    except HTTPException:
+        return ANONYMOUS
+
+
+def log_in(request: Request, user: User) -> None:
+    request.session.clear()  # a new session id for the new privilege level
+    request.session.update({"uid": user.id, "sv": session_version(user), "csrf": _new_token()})
+    request.state.principal = user_principal(user)
+
+
+def log_out(request: Request) -> None:
+    request.session.clear()
+    request.state.principal = ANONYMOUS
+
+
+def _new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def csrf_token(request: Request) -> str:
+    """The session's CSRF token, created on first use (this is what sets an anonymous cookie)."""
+    token = request.session.get("csrf")
+    if not token:
+        token = request.session["csrf"] = _new_token()
+    return token
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """The urlencoded form of the request (first value of each field), read once, size-limited."""
+    cached = getattr(request.state, "form", None)
+    if cached is not None:
+        return cached
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    fields: dict[str, str] = {}
+    if content_type == "application/x-www-form-urlencoded":
+        limit = request.app.state.settings.max_paste_bytes + FORM_OVERHEAD_BYTES
+        body = await read_limited_body(request, limit, "The form is larger than {limit:,} bytes.")
+        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+        fields = {name: values[0] for name, values in parsed.items()}
+    request.state.form = fields
+    return fields
+
+
+async def check_csrf(request: Request) -> None:
+    """Refuse a write that a browser session makes without its CSRF token."""
+    if request.headers.get("authorization"):
+        return
+    expected = request.session.get("csrf")
+    sent = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get(CSRF_FIELD)
+    if not expected or not sent or not secrets.compare_digest(expected, sent):
+        raise HTTPException(
+            403,
+            "The form's security token is missing or out of date (CSRF check); "
+            "reload the page and send it again. Nothing was saved.",
+        )
+
+
+def require(role: str):
+    """A dependency: the caller must have `role` (and, for browser writes, the CSRF token)."""
+
+    async def dependency(request: Request) -> Principal:
+        principal = get_principal(request)
+        if not principal.authenticated:
+            raise LoginRequired()
+        if not principal.has_role(role):
+            what = "edit entries" if role == "editor" else "manage users and tokens"
+            raise HTTPException(
+                403,
+                f"Your role ({principal.role}) cannot {what}; it needs {role}. "
+                "An admin can change your role.",
+            )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            await check_csrf(request)
+        return principal
+
+    dependency.__name__ = f"require_{role}"
+    return dependency
+
+
+def read_access(request: Request) -> None:
+    """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token."""
+    principal = get_principal(request)  # a bad token is refused even when reading is public
+    if not request.app.state.settings.public_read and not principal.has_role("reader"):
+        raise LoginRequired()
+
+
+def login_url(request: Request) -> str:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return f"/login?next={quote(target, safe='')}"
+
+
+SignedIn = Annotated[Principal, Depends(require("reader"))]
+Editor = Annotated[Principal, Depends(require("editor"))]
+Admin = Annotated[Principal, Depends(require("admin"))]

@@ -1,0 +1,276 @@
+"""The wiki in the browser: the editor (new and edit), archive, history, diffs, restore, and the
+recent-changes page with its JSON twin and Atom feed.
+
+Every write asks for the editor role and the session's CSRF token (`Editor`). A refused save
+renders the editor again with the text as typed: nothing a person wrote is ever dropped.
+"""
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel import Session
+
+from app import storage
+from app.catalog import NotFound
+from app.drafts import draft_markdown
+from app.web.api import draft_out
+from app.web.auth import Editor, form_fields, read_access
+from app.web.deps import SessionDep
+from app.web.pages import render
+from app.wiki import (
+    EditConflict,
+    SaveRefused,
+    archive,
+    diff_html,
+    recent_changes,
+    restore,
+    revision_detail,
+    revision_history,
+    save_draft,
+)
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+
+MAX_PREFILL_MESSAGE = 2000
+BLANK_ENTRY = draft_markdown("RuntimeError", "describe the error message here")
+
+
+def _editor(
+    request: Request,
+    session: Session,
+    *,
+    markdown: str,
+    entry_id: str | None,
+    base_revision: int | None,
+    message: str = "",
+    paste: str = "",
+    refused: SaveRefused | None = None,
+    conflict: dict | None = None,
+    status_code: int = 200,
+):
+    draft = draft_out(session, markdown, entry_id, paste or None)
+    context = {
+        "markdown": markdown,
+        "entry_id": entry_id,
+        "base_revision": base_revision,
+        "message": message,
+        "paste": paste,
+        "draft": draft,
+        "refused": str(refused) if refused else None,
+        "conflict": conflict,
+    }
+    return render(request, "editor.html", context, status_code=status_code)
+
+
+@router.get("/entries/new", response_class=HTMLResponse)
+def new_entry(
+    request: Request,
+    session: SessionDep,
+    _: Editor,
+    exception: str | None = Query(None, alias="type", max_length=200),
+    message: str | None = Query(None, max_length=MAX_PREFILL_MESSAGE),
+):
+    """The editor; prefilled from an error (`?type=RuntimeError&message=...`) when given one."""
+    if message is not None or exception is not None:
+        taken = {e.id for e in storage.list_entries(session, include_archived=True)}
+        markdown = draft_markdown(exception, message or "", taken)
+    else:
+        markdown = BLANK_ENTRY
+    return _editor(request, session, markdown=markdown, entry_id=None, base_revision=None)
+
+
+@router.get("/entries/{entry_id}/edit", response_class=HTMLResponse)
+def edit_entry(entry_id: str, request: Request, session: SessionDep, _: Editor):
+    entry = storage.get_entry(session, entry_id)
+    if entry is None:
+        raise NotFound(f"There is no entry {entry_id!r} to edit.")
+    markdown = storage.current_markdown(session, entry=entry)
+    return _editor(
+        request, session, markdown=markdown, entry_id=entry_id, base_revision=entry.revision
+    )
+
+
+def _base(form: dict[str, str]) -> int | None:
+    value = form.get("base_revision", "")
+    return int(value) if value.isdigit() else None
+
+
+@router.post("/entries/check", response_class=HTMLResponse)
+async def check_entry(request: Request, session: SessionDep, _: Editor):
+    """The editor's Check button without JavaScript: problems, preview and tester, nothing saved."""
+    form = await form_fields(request)
+    return _editor(
+        request,
+        session,
+        markdown=form.get("markdown", ""),
+        entry_id=form.get("entry_id") or None,
+        base_revision=_base(form),
+        message=form.get("message", ""),
+        paste=form.get("paste", ""),
+    )
+
+
+@router.post("/entries/new", response_class=HTMLResponse)
+async def create_entry(request: Request, session: SessionDep, principal: Editor):
+    form = await form_fields(request)
+    markdown, message = form.get("markdown", ""), form.get("message", "")
+    try:
+        entry, _ = save_draft(
+            session, markdown=markdown, message=message, actor=principal, source="web"
+        )
+    except SaveRefused as exc:
+        return _editor(
+            request,
+            session,
+            markdown=markdown,
+            entry_id=None,
+            base_revision=None,
+            message=message,
+            paste=form.get("paste", ""),
+            refused=exc,
+            status_code=exc.status,
+        )
+    return RedirectResponse(f"/entries/{entry.id}", status_code=303)
+
+
+@router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
+async def save_entry(entry_id: str, request: Request, session: SessionDep, principal: Editor):
+    form = await form_fields(request)
+    markdown, message = form.get("markdown", ""), form.get("message", "")
+    base = _base(form)
+    keep = {
+        "markdown": markdown,
+        "entry_id": entry_id,
+        "message": message,
+        "paste": form.get("paste", ""),
+    }
+    try:
+        save_draft(
+            session,
+            markdown=markdown,
+            message=message,
+            actor=principal,
+            source="web",
+            entry_id=entry_id,
+            base_revision=base,
+        )
+    except SaveRefused as exc:
+        return _editor(
+            request, session, **keep, base_revision=base, refused=exc, status_code=exc.status
+        )
+    except EditConflict as exc:
+        return _editor(
+            request,
+            session,
+            **keep,
+            base_revision=exc.current,  # saving again means: I have merged their change
+            conflict=_conflict(session, exc, markdown),
+            status_code=409,
+        )
+    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+
+
+def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
+    """What the other person changed (base -> latest), and how your text differs from latest."""
+    base = revision_detail(session, exc.entry_id, exc.base) if exc.base >= 1 else None
+    latest = revision_detail(session, exc.entry_id, exc.current)
+    theirs = diff_html(
+        base.markdown if base else "",
+        latest.markdown,
+        f"revision {exc.base} (yours started here)",
+        f"revision {exc.current} by {latest.author}",
+    )
+    yours = diff_html(latest.markdown, mine, f"revision {exc.current}", "your text")
+    return {"message": str(exc), "latest": latest, "theirs": theirs, "yours": yours}
+
+
+@router.post("/entries/{entry_id}/archive")
+async def archive_entry(entry_id: str, session: SessionDep, principal: Editor):
+    archive(session, entry_id=entry_id, actor=principal, source="web")
+    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+
+
+@router.post("/entries/{entry_id}/revisions/{number}/restore", response_class=HTMLResponse)
+async def restore_revision(
+    entry_id: str, number: int, request: Request, session: SessionDep, principal: Editor
+):
+    try:
+        restore(session, entry_id=entry_id, number=number, actor=principal, source="web")
+    except SaveRefused as exc:
+        old = revision_detail(session, entry_id, number)
+        current = storage.get_entry(session, entry_id)
+        return _editor(
+            request,
+            session,
+            markdown=old.markdown,
+            entry_id=entry_id,
+            base_revision=current.revision if current else None,
+            message=f"Restore revision {number}",
+            refused=exc,
+            status_code=exc.status,
+        )
+    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+
+
+# ---- reading the history ---------------------------------------------------------------------
+
+
+@router.get("/entries/{entry_id}/history", response_class=HTMLResponse)
+def history(entry_id: str, request: Request, session: SessionDep):
+    revisions = revision_history(session, entry_id)
+    entry = storage.get_entry(session, entry_id)
+    return render(
+        request,
+        "history.html",
+        {"entry": entry, "revisions": revisions},
+        f"/api/v1/entries/{entry_id}/revisions",
+    )
+
+
+@router.get("/entries/{entry_id}/revisions/{number}", response_class=HTMLResponse)
+def revision_page(entry_id: str, number: int, request: Request, session: SessionDep):
+    revision = revision_detail(session, entry_id, number)
+    entry = storage.get_entry(session, entry_id)
+    return render(
+        request,
+        "revision.html",
+        {"entry": entry, "revision": revision},
+        f"/api/v1/entries/{entry_id}/revisions/{number}",
+    )
+
+
+@router.get("/entries/{entry_id}/diff", response_class=HTMLResponse)
+def diff_page(
+    entry_id: str,
+    request: Request,
+    session: SessionDep,
+    old: int = Query(..., alias="from", ge=1),
+    new: int = Query(..., alias="to", ge=1),
+):
+    before = revision_detail(session, entry_id, old)
+    after = revision_detail(session, entry_id, new)
+    html = diff_html(before.markdown, after.markdown, f"revision {old}", f"revision {new}")
+    entry = storage.get_entry(session, entry_id)
+    context = {"entry": entry, "before": before, "after": after, "diff": html}
+    return render(request, "diff.html", context)
+
+
+@router.get("/changes", response_class=HTMLResponse)
+def changes_page(request: Request, session: SessionDep, before: int | None = Query(None, ge=1)):
+    changes = recent_changes(session, limit=50, before=before)
+    older = changes[-1].seq if len(changes) == 50 else None
+    return render(
+        request,
+        "changes.html",
+        {"changes": changes, "older": older},
+        "/api/v1/changes",
+    )
+
+
+@router.get("/changes.atom")
+def changes_feed(request: Request, session: SessionDep) -> Response:
+    changes = recent_changes(session, limit=50)
+    base = str(request.base_url).rstrip("/")
+    body = request.app.state.templates.get_template("changes.atom").render(
+        changes=changes, base=base
+    )
+    return Response(body, media_type="application/atom+xml; charset=utf-8")

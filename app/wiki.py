@@ -1,0 +1,362 @@
+"""Editing entries in the wiki: checking a draft, saving it as a revision, archiving, restoring,
+history, diffs and recent changes. Pages and the JSON API both call these functions.
+
+A draft is judged by the same checks as `pitfalls check`, with the database standing in for the
+sibling files: the contract, `related` links, and collisions with every other entry's signatures.
+Saving on top of a revision that is no longer the latest is refused (`EditConflict`), and the
+unique (entry, number) constraint on revisions settles two saves that race past that check.
+"""
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import BaseModel
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from app import storage
+from app.accounts import Principal
+from app.catalog import NotFound
+from app.checker import collision_problems, related_problems, signature_records
+from app.entries import EntryDocument, Problem, parse_entry
+from app.entry_details import entry_url
+from app.matching import KNOWN_MATCH_THRESHOLD, SignatureMatcher, SignatureRecord, match_paste
+from app.models import Change, Entry, Revision
+from app.signatures import PatternError, compile_pattern
+from app.tracebacks import parse_traceback
+
+MAX_MESSAGE_LENGTH = 500
+RESERVED_IDS = frozenset({"new", "check"})  # page paths under /entries/
+_DIFF_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+class SaveRefused(Exception):
+    """The draft cannot be saved as it is; `problems` says where, `status` how to answer."""
+
+    def __init__(self, message: str, problems: Sequence[Problem] = (), status: int = 422) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+        self.status = status
+
+
+class EditConflict(Exception):
+    """Someone saved the entry after the revision this edit started from."""
+
+    def __init__(self, entry_id: str, base: int, current: int) -> None:
+        super().__init__(
+            f"Entry {entry_id!r} changed while you were editing: you started from revision "
+            f"{base}, the latest is revision {current}. Nothing was saved."
+        )
+        self.entry_id = entry_id
+        self.base = base
+        self.current = current
+
+
+@dataclass
+class DraftCheck:
+    doc: EntryDocument
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+def _other_records(session: Session, entry_id: str | None) -> list[SignatureRecord]:
+    return [r for r in storage.active_signature_records(session) if r.entry_id != entry_id]
+
+
+def check_draft(session: Session, markdown: str, *, editing: str | None = None) -> DraftCheck:
+    """Every problem of a draft, with its line: the contract, links, collisions, a taken id."""
+    doc = parse_entry(markdown, f"{editing or 'new-entry'}.md", expected_id=editing)
+    problems = list(doc.problems)
+    front = doc.front
+    if front is not None:
+        if front.id in RESERVED_IDS:
+            problems.append(
+                Problem(doc.path, doc.line_of("id"), f"the id {front.id!r} is reserved")
+            )
+        if editing is None and storage.get_entry(session, front.id) is not None:
+            problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("id"),
+                    f"an entry with id {front.id!r} already exists: edit that one, or choose "
+                    "another id",
+                )
+            )
+        known = {e.id for e in storage.list_entries(session)} | {front.id}
+        problems += related_problems([doc], known)
+        if doc.ok:
+            matcher = SignatureMatcher(_other_records(session, front.id) + signature_records([doc]))
+            problems += collision_problems([doc], matcher)
+    return DraftCheck(doc=doc, problems=sorted(set(problems)))
+
+
+def _clean_message(message: str) -> str:
+    message = " ".join(message.split())
+    if not message:
+        raise SaveRefused("Write a short message saying what you changed.", status=422)
+    if len(message) > MAX_MESSAGE_LENGTH:
+        raise SaveRefused(f"The message is longer than {MAX_MESSAGE_LENGTH} characters.")
+    return message
+
+
+def _commit(session: Session, entry_id: str, base: int) -> None:
+    try:
+        session.commit()
+    except IntegrityError:
+        # Another save took the same revision number (or id) between our check and our write.
+        session.rollback()
+        current = storage.get_entry(session, entry_id)
+        if current is None:
+            raise
+        raise EditConflict(entry_id, base, current.revision) from None
+
+
+def save_draft(
+    session: Session,
+    *,
+    markdown: str,
+    message: str,
+    actor: Principal,
+    source: str,
+    entry_id: str | None = None,
+    base_revision: int | None = None,
+) -> tuple[Entry, str]:
+    """Create (no `entry_id`) or update an entry; return it and the change ("unchanged" if the
+    text is what it already is). Raises SaveRefused, EditConflict or NotFound."""
+    message = _clean_message(message)
+    entry = None
+    if entry_id is not None:
+        entry = storage.get_entry(session, entry_id)
+        if entry is None:
+            raise NotFound(f"There is no entry {entry_id!r}.")
+        if base_revision is not None and base_revision != entry.revision:
+            raise EditConflict(entry_id, base_revision, entry.revision)
+    report = check_draft(session, markdown, editing=entry_id)
+    if report.errors:
+        count = len(report.errors)
+        raise SaveRefused(
+            f"The entry has {count} problem{'s' if count > 1 else ''}; nothing was saved.",
+            report.problems,
+            status=409 if entry_id is None and _id_taken(report) else 422,
+        )
+    doc = report.doc
+    assert doc.front is not None
+    if entry is not None and entry.content_hash == doc.content_hash and not entry.archived:
+        return entry, "unchanged"
+    base = entry.revision if entry is not None else 0
+    action = storage.save_entry(
+        session, doc=doc, author=actor.label, source=source, message=message
+    )
+    _commit(session, doc.front.id, base)
+    saved = storage.get_entry(session, doc.front.id)
+    assert saved is not None
+    return saved, action
+
+
+def _id_taken(report: DraftCheck) -> bool:
+    return any("already exists" in p.message for p in report.errors)
+
+
+def archive(session: Session, *, entry_id: str, actor: Principal, source: str) -> Entry:
+    entry = storage.get_entry(session, entry_id)
+    if entry is None:
+        raise NotFound(f"There is no entry {entry_id!r}.")
+    if not entry.archived:
+        storage.archive_entry(session, entry=entry, actor=actor.label, source=source)
+        session.commit()
+    return entry
+
+
+def restore(
+    session: Session, *, entry_id: str, number: int, actor: Principal, source: str
+) -> tuple[Entry, str]:
+    """Make an older revision the newest one again (a new revision; the history keeps all)."""
+    entry = storage.get_entry(session, entry_id)
+    old = storage.get_revision(session, entry_id=entry_id, number=number)
+    if entry is None or old is None:
+        raise NotFound(f"Entry {entry_id!r} has no revision {number}.")
+    return save_draft(
+        session,
+        markdown=old.markdown,
+        message=f"Restore revision {number}",
+        actor=actor,
+        source=source,
+        entry_id=entry_id,
+        base_revision=entry.revision,
+    )
+
+
+# ---- history ---------------------------------------------------------------------------------
+
+
+class RevisionOut(BaseModel):
+    number: int
+    author: str
+    source: str
+    message: str
+    created_at: datetime
+    content_hash: str
+
+    @classmethod
+    def of(cls, row: Revision) -> "RevisionOut":
+        return cls(
+            number=row.number,
+            author=row.author,
+            source=row.source,
+            message=row.message,
+            created_at=row.created_at,
+            content_hash=row.content_hash,
+        )
+
+
+class RevisionDetail(RevisionOut):
+    markdown: str
+
+
+def revision_history(session: Session, entry_id: str) -> list[RevisionOut]:
+    """Newest first; NotFound for an unknown entry."""
+    if storage.get_entry(session, entry_id) is None:
+        raise NotFound(f"There is no entry {entry_id!r}.")
+    rows = storage.list_revisions(session, entry_id=entry_id)
+    return [RevisionOut.of(r) for r in reversed(rows)]
+
+
+def revision_detail(session: Session, entry_id: str, number: int) -> RevisionDetail:
+    row = storage.get_revision(session, entry_id=entry_id, number=number)
+    if row is None:
+        raise NotFound(f"Entry {entry_id!r} has no revision {number}.")
+    return RevisionDetail(**RevisionOut.of(row).model_dump(), markdown=row.markdown)
+
+
+def diff_html(old: str, new: str, old_label: str, new_label: str) -> str:
+    """A unified diff, highlighted; empty when the texts are the same."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=old_label,
+        tofile=new_label,
+        n=3,
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return highlight(text, DiffLexer(), _DIFF_FORMATTER) if text else ""
+
+
+class ChangeOut(BaseModel):
+    seq: int
+    entry_id: str
+    title: str | None
+    action: str
+    revision: int | None
+    actor: str
+    message: str
+    created_at: datetime
+    url: str
+
+
+def recent_changes(
+    session: Session, *, limit: int = 50, before: int | None = None
+) -> list[ChangeOut]:
+    """The wiki's writes, newest first, each with who, what and why."""
+    query = (
+        select(Change, Revision.message, Entry.title)
+        .outerjoin(
+            Revision,
+            (col(Revision.entry_id) == col(Change.entry_id))
+            & (col(Revision.number) == col(Change.revision)),
+        )
+        .outerjoin(Entry, col(Entry.id) == col(Change.entry_id))
+        .order_by(col(Change.seq).desc())
+        .limit(limit)
+    )
+    if before is not None:
+        query = query.where(col(Change.seq) < before)
+    return [
+        ChangeOut(
+            seq=change.seq or 0,
+            entry_id=change.entry_id,
+            title=title,
+            action=change.action,
+            revision=change.revision,
+            actor=change.actor,
+            message=message or "",
+            created_at=change.created_at,
+            url=entry_url(change.entry_id),
+        )
+        for change, message, title in session.exec(query).all()
+    ]
+
+
+# ---- the signature tester --------------------------------------------------------------------
+
+
+class TesterHit(BaseModel):
+    entry_id: str
+    draft: bool  # the hit is one of the draft's own signatures
+    confidence: float
+    known: bool  # above the threshold the paste page uses
+    matched_in: str
+    signature: int
+    pattern: str
+    matched_text: str
+    subject: str
+
+
+class TesterResult(BaseModel):
+    verdict: str
+    draft_wins: bool
+    hits: list[TesterHit]
+    problems: list[str]  # the draft's signatures that could not be tried, and why
+
+
+def try_paste(session: Session, doc: EntryDocument, paste: str) -> TesterResult:
+    """What the draft's signatures, among all the others, would match in `paste`, and why."""
+    if doc.front is None:
+        return TesterResult(
+            verdict="Fix the front-matter first: the signatures cannot be read.",
+            draft_wins=False,
+            hits=[],
+            problems=[],
+        )
+    entry_id = doc.front.id
+    usable, problems = [], []
+    for record in signature_records([doc]):
+        try:
+            compile_pattern(record.message)
+        except PatternError as exc:
+            problems.append(f"signatures[{record.position}] is skipped: {exc}")
+            continue
+        usable.append(record)
+    matcher = SignatureMatcher(_other_records(session, entry_id) + usable)
+    matches = match_paste(matcher, parse_traceback(paste))[:5]
+    hits = [
+        TesterHit(
+            entry_id=m.entry_id,
+            draft=m.entry_id == entry_id,
+            confidence=round(m.confidence, 3),
+            known=m.confidence >= KNOWN_MATCH_THRESHOLD,
+            matched_in=m.matched_in,
+            signature=m.hit.signature.position,
+            pattern=m.hit.signature.message,
+            matched_text=m.matched_text,
+            subject=m.subject,
+        )
+        for m in matches
+    ]
+    wins = bool(hits) and hits[0].draft and hits[0].known
+    if wins:
+        verdict = f"This entry would be the answer (confidence {hits[0].confidence:.2f})."
+    elif hits and hits[0].known:
+        verdict = f"Entry {hits[0].entry_id!r} would be the answer, not this one."
+    elif any(h.draft for h in hits):
+        verdict = "This entry matches, but below the confidence a known match needs."
+    else:
+        verdict = "Nothing would match this paste."
+    return TesterResult(verdict=verdict, draft_wins=wins, hits=hits, problems=problems)
