@@ -113,6 +113,9 @@ class MatcherCache:
         self._seq = -1
         self._lock = threading.Lock()
 
+    def expire(self) -> None:
+        self._watcher.expire()
+
     def current(self) -> SignatureMatcher:
         seq = self._watcher.poll(force=self._matcher is None)
         if seq is not None and seq != self._seq:

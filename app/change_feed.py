@@ -18,6 +18,11 @@ class ChangeWatcher:
         self._checked_at = float("-inf")
         self._lock = threading.Lock()
 
+    def expire(self) -> None:
+        """Make the next poll read the database (after this process wrote to it)."""
+        with self._lock:
+            self._checked_at = float("-inf")
+
     def poll(self, force: bool = False) -> int | None:
         """The database's change sequence, or None when it was read less than an interval ago."""
         with self._lock:

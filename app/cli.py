@@ -490,8 +490,8 @@ def token_revoke(token_id: int) -> None:
     from app.accounts import CLI, revoke_token
 
     with _accounts() as session:
-        row = revoke_token(session, token_id=token_id, actor=CLI)
-    click.echo(f"revoked token {token_id} ({row.name})")
+        name = revoke_token(session, token_id=token_id, actor=CLI).name
+    click.echo(f"revoked token {token_id} ({name})")
 
 
 @cli.command()

@@ -115,6 +115,11 @@ class SearchService:
 
     # -- keeping the searcher current ------------------------------------------------------
 
+    def expire(self) -> None:
+        """Read the change sequence on the next search (after this process wrote)."""
+        if self._watcher is not None:
+            self._watcher.expire()
+
     def catch_up(self, force: bool = False) -> None:
         """Apply database changes the index has not seen yet (throttled unless forced)."""
         if self._watcher is None:

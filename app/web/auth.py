@@ -7,6 +7,7 @@ tokens carry no ambient authority and need none.
 """
 
 import secrets
+from collections.abc import AsyncIterator
 from typing import Annotated
 from urllib.parse import parse_qs, quote
 
@@ -139,13 +140,18 @@ async def check_csrf(request: Request) -> None:
         )
 
 
-def require(role: str):
-    """A dependency: the caller must have `role` (and, for browser writes, the CSRF token)."""
+def require(role: str, *, people_only: bool = False):
+    """A dependency: the caller must have `role` (and, for browser writes, the CSRF token).
 
-    async def dependency(request: Request) -> Principal:
+    `people_only`: a token is refused too (tokens do not make or revoke tokens).
+    """
+
+    async def dependency(request: Request) -> AsyncIterator[Principal]:
         principal = get_principal(request)
         if not principal.authenticated:
             raise LoginRequired()
+        if people_only and principal.kind != "user":
+            raise HTTPException(403, "Log in as a person for this; API tokens cannot do it.")
         if not principal.has_role(role):
             what = "edit entries" if role == "editor" else "manage users and tokens"
             raise HTTPException(
@@ -153,9 +159,14 @@ def require(role: str):
                 f"Your role ({principal.role}) cannot {what}; it needs {role}. "
                 "An admin can change your role.",
             )
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
+        writes = request.method not in ("GET", "HEAD", "OPTIONS")
+        if writes:
             await check_csrf(request)
-        return principal
+        yield principal
+        if writes:
+            # This process's next search and paste see the write at once, not an interval later.
+            request.app.state.search.expire()
+            request.app.state.matchers.expire()
 
     dependency.__name__ = f"require_{role}"
     return dependency
@@ -173,6 +184,6 @@ def login_url(request: Request) -> str:
     return f"/login?next={quote(target, safe='')}"
 
 
-SignedIn = Annotated[Principal, Depends(require("reader"))]
+SignedIn = Annotated[Principal, Depends(require("reader", people_only=True))]
 Editor = Annotated[Principal, Depends(require("editor"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
