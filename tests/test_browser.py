@@ -7,7 +7,10 @@ width, light and dark, are saved to test-artifacts/screenshots/ for people to lo
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -161,3 +164,89 @@ def test_on_a_phone_the_results_come_before_the_filters(open_page):
     first_result = page.locator(".hits li").first.bounding_box()
     facets = page.locator(".facets").bounding_box()
     assert first_result["y"] < facets["y"] and first_result["y"] < 844
+
+
+UNKNOWN_PASTE = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/dev/train.py", line 41, in <module>\n'
+    "    loader = make_loader(cfg)\n"
+    '  File "/home/dev/data.py", line 12, in make_loader\n'
+    "    raise ValueError(msg)\n"
+    "ValueError: shard index 17 is out of range for bucket 'train_a' with 16 shards\n"
+)
+
+
+def _add_editor(clone: Path, name: str, password: str) -> None:
+    pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    subprocess.run(
+        [pitfalls, "user", "add", name, "--role", "editor", "--password-stdin"],
+        input=password + "\n",
+        text=True,
+        cwd=clone,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_wiki_edit_flow_from_an_unknown_traceback(open_page, server):
+    """Log in, paste an unknown traceback, start an entry, fix the problem shown live, save,
+    then find the entry by search and by pasting the traceback again."""
+    _, clone = server
+    _add_editor(clone, "erin", "a long enough password")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = open_page("/login?next=/match", viewport={"width": 1400, "height": 1000})
+    page.fill("#name", "erin")
+    page.fill("#password", "a long enough password")
+    page.click("form.stack button[type=submit]")
+    page.wait_for_url("**/match")
+    assert "erin" in page.locator("header.site nav").inner_text()
+
+    page.fill("#text", UNKNOWN_PASTE)
+    page.click("form.paste button[type=submit]")
+    start = page.locator("#start-entry")
+    start.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "wiki-1-unknown-paste.png"))
+    start.click()
+    page.wait_for_url("**/entries/new?*")
+
+    problems = page.locator("#problems")
+    assert "summary is empty" in problems.inner_text()
+    source = page.locator("#markdown")
+    draft = source.input_value()
+    assert "exception: ValueError" in draft and "(?P<n>" in draft and "(?P<name>" in draft
+    page.screenshot(path=str(ARTIFACTS / "wiki-2-draft-with-a-problem.png"))
+
+    # Fix the problem in the editor; the list follows the typing without a reload.
+    source.fill(draft.replace("summary: ''", "summary: The shard index runs past the bucket."))
+    page.locator("#problems li.none", has_text="No problems found").wait_for()
+    assert page.locator("#problem-count").inner_text() == "0"
+    page.fill("#paste", UNKNOWN_PASTE.replace("17", "20").replace("train_a", "val_b"))
+    verdict = page.locator("#tester .verdict")
+    verdict.wait_for()
+    assert "This entry would be the answer" in verdict.inner_text()
+    assert "shard index" in page.locator("#preview").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "wiki-3-draft-checked.png"), full_page=True)
+
+    page.fill("#message", "New pitfall from a paste")
+    page.click("#save")
+    page.wait_for_url("**/entries/shard-index-*")
+    entry_url = page.url
+    assert page.locator("h1").inner_text().startswith("ValueError: shard index")
+    page.screenshot(path=str(ARTIFACTS / "wiki-4-saved.png"))
+
+    page.fill("#q", "shard index out of range bucket")
+    page.press("#q", "Enter")
+    page.wait_for_url("**/search?*")
+    entry_path = urlsplit(entry_url).path
+    assert page.locator(f'a.title[href="{entry_path}"]').count() == 1
+
+    page.goto(entry_url.replace(entry_path, "/match"))
+    page.fill("#text", UNKNOWN_PASTE)
+    page.click("form.paste button[type=submit]")
+    answer = page.locator("#answer-h")
+    answer.wait_for()
+    assert answer.inner_text().startswith("Known pitfall: ValueError: shard index")
+    assert page.locator("#start-entry").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "wiki-5-paste-again.png"))
