@@ -7,6 +7,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -133,17 +134,18 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
+@contextmanager
+def running_server(folder: Path) -> Iterator[tuple[str, Path]]:
+    """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries)."""
     pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent)) or shutil.which(
         "pitfalls"
     )
     require(pitfalls is not None, "the pitfalls command is not installed")
-    clone = tmp_path_factory.mktemp("clone")
+    clone = folder
     shutil.copytree(REPO_CONTENT, clone / "content")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    log_path = clone.parent / "serve.log"
+    log_path = clone.parent / f"serve-{clone.name}.log"
     log = log_path.open("w")
     process = subprocess.Popen(
         [pitfalls, "serve", "--port", str(port)], cwd=clone, env=env, stdout=log, stderr=log
@@ -163,11 +165,20 @@ def server(tmp_path_factory):
         process.kill()
         log.close()
         pytest.fail(f"pitfalls serve did not answer within 60 s:\n{log_path.read_text()}")
-    yield base, clone
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+        yield base, clone
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """One server for the tests that only read."""
+    with running_server(tmp_path_factory.mktemp("clone")) as started:
+        yield started

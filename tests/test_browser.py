@@ -9,12 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.conftest import REPO, require, running_server
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(os.environ.get("PITFALLS_TEST_ARTIFACTS", REPO / "test-artifacts")) / "screenshots"
@@ -44,9 +45,9 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def open_page(browser, server):
-    base, _ = server
+@contextmanager
+def page_opener(browser, base: str):
+    """Opens pages on `base`; afterwards, fails on any console error or failed request."""
     problems: list[str] = []
     contexts = []
 
@@ -71,6 +72,19 @@ def open_page(browser, server):
     for context in contexts:
         context.close()
     assert problems == []
+
+
+@pytest.fixture
+def open_page(browser, server):
+    with page_opener(browser, server[0]) as make:
+        yield make
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A server of its own, for a test that writes (the shared one stays as content/ is)."""
+    with running_server(tmp_path / "clone") as started:
+        yield started
 
 
 def test_search_as_you_type_shows_results_from_the_api(open_page):
@@ -190,13 +204,17 @@ def _add_editor(clone: Path, name: str, password: str) -> None:
     )
 
 
-def test_the_wiki_edit_flow_from_an_unknown_traceback(open_page, server):
+def test_the_wiki_edit_flow_from_an_unknown_traceback(browser, own_server):
     """Log in, paste an unknown traceback, start an entry, fix the problem shown live, save,
     then find the entry by search and by pasting the traceback again."""
-    _, clone = server
+    base, clone = own_server
     _add_editor(clone, "erin", "a long enough password")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = open_page("/login?next=/match", viewport={"width": 1400, "height": 1000})
+    with page_opener(browser, base) as open_page:
+        _edit_flow(open_page("/login?next=/match", viewport={"width": 1400, "height": 1000}))
+
+
+def _edit_flow(page) -> None:
     page.fill("#name", "erin")
     page.fill("#password", "a long enough password")
     page.click("form.stack button[type=submit]")
