@@ -7,9 +7,10 @@ judged the same way wherever it is read.
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from app.entries import EntryDocument, Problem, read_entry_file
-from app.matching import SignatureMatcher, SignatureRecord
+from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
 
 
 def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
@@ -82,7 +83,11 @@ def related_problems(docs: Sequence[EntryDocument], known_ids: set[str]) -> list
     return problems
 
 
-def collision_problems(docs: Sequence[EntryDocument], matcher: SignatureMatcher) -> list[Problem]:
+class ExampleMatcher(Protocol):
+    def match_exception_line(self, text: str) -> list[SignatureHit]: ...
+
+
+def collision_problems(docs: Sequence[EntryDocument], matcher: ExampleMatcher) -> list[Problem]:
     """Each example must be matched first by its own entry, not tied or beaten by another."""
     problems = []
     for doc in docs:

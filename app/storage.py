@@ -77,6 +77,11 @@ class FileState(NamedTuple):
     edited: bool  # written in the wiki since then
 
 
+def active_entry_ids(session: Session) -> set[str]:
+    query = select(Entry.id).where(col(Entry.archived).is_(False))
+    return set(session.exec(query).all())
+
+
 def entry_file_states(session: Session) -> dict[str, FileState]:
     """What ingest needs to skip an unchanged file and to see a wiki edit it must not overwrite."""
     query = select(Entry.id, Entry.file_hash, Entry.archived, Entry.edited_since_ingest)

@@ -22,10 +22,21 @@ from sqlmodel import Session, col, select
 from app import storage
 from app.accounts import Principal
 from app.catalog import NotFound
-from app.checker import collision_problems, related_problems, signature_records
+from app.checker import (
+    ExampleMatcher,
+    collision_problems,
+    related_problems,
+    signature_records,
+)
 from app.entries import EntryDocument, Problem, parse_entry
 from app.entry_details import entry_url
-from app.matching import KNOWN_MATCH_THRESHOLD, SignatureMatcher, SignatureRecord, match_paste
+from app.matching import (
+    KNOWN_MATCH_THRESHOLD,
+    SignatureHit,
+    SignatureMatcher,
+    SignatureRecord,
+    match_paste,
+)
 from app.models import Change, Entry, Revision
 from app.signatures import PatternError, compile_pattern
 from app.tracebacks import parse_traceback
@@ -71,8 +82,32 @@ def _other_records(session: Session, entry_id: str | None) -> list[SignatureReco
     return [r for r in storage.active_signature_records(session) if r.entry_id != entry_id]
 
 
-def check_draft(session: Session, markdown: str, *, editing: str | None = None) -> DraftCheck:
-    """Every problem of a draft, with its line: the contract, links, collisions, a taken id."""
+class _WithDraft:
+    """A shared matcher of every active entry, with one entry's stored signatures replaced by
+    its draft's: what collisions are judged against, without recompiling every pattern."""
+
+    def __init__(self, shared: SignatureMatcher, entry_id: str, own: SignatureMatcher) -> None:
+        self.shared, self.entry_id, self.own = shared, entry_id, own
+
+    def match_exception_line(self, text: str) -> list[SignatureHit]:
+        others = self.shared.match_exception_line(text)
+        return [h for h in others if h.signature.entry_id != self.entry_id] + (
+            self.own.match_exception_line(text)
+        )
+
+
+def check_draft(
+    session: Session,
+    markdown: str,
+    *,
+    editing: str | None = None,
+    shared: SignatureMatcher | None = None,
+) -> DraftCheck:
+    """Every problem of a draft, with its line: the contract, links, collisions, a taken id.
+
+    `shared`, a matcher of the active entries (the process's cached one), makes the check cheap
+    enough to run as a person types; without it the other entries' signatures are read afresh.
+    """
     doc = parse_entry(markdown, f"{editing or 'new-entry'}.md", expected_id=editing)
     problems = list(doc.problems)
     front = doc.front
@@ -90,10 +125,15 @@ def check_draft(session: Session, markdown: str, *, editing: str | None = None) 
                     "another id",
                 )
             )
-        known = {e.id for e in storage.list_entries(session)} | {front.id}
+        known = storage.active_entry_ids(session) | {front.id}
         problems += related_problems([doc], known)
         if doc.ok:
-            matcher = SignatureMatcher(_other_records(session, front.id) + signature_records([doc]))
+            own = signature_records([doc])
+            matcher: ExampleMatcher = (
+                _WithDraft(shared, front.id, SignatureMatcher(own))
+                if shared is not None
+                else SignatureMatcher(_other_records(session, front.id) + own)
+            )
             problems += collision_problems([doc], matcher)
     return DraftCheck(doc=doc, problems=sorted(set(problems)))
 

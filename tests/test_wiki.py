@@ -17,6 +17,7 @@ from sqlmodel import Session, func, select
 
 from app.accounts import CLI, add_user, create_token, set_role
 from app.models import AuditEvent, Change, Revision
+from app.wiki import check_draft
 from tests.conftest import entry_text
 
 PASSWORD = "correct horse battery"
@@ -210,6 +211,11 @@ def test_login_cookie_throttling_and_safe_redirects(wiki: Wiki):
         follow_redirects=False,
     )
     assert response.status_code == 303 and response.headers["location"] == "/"
+    for target in ("/\t/evil.example", "https://evil.example", "/\\evil.example"):
+        again = wiki.anonymous()
+        form = {"name": "alice", "password": PASSWORD, "next": target}
+        form["csrf_token"] = csrf_of(again.get("/login").text)
+        assert again.post("/login", data=form, follow_redirects=False).headers["location"] == "/"
     cookie = response.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie
     assert "alice" not in response.headers["set-cookie"]  # signed ids, not names
@@ -398,10 +404,17 @@ def test_api_create_update_conflict_and_archive(wiki: Wiki):
     assert stale.status_code == 412
     assert stale.json()["error"]["current_revision"] == 2 and stale.headers["etag"] == '"2"'
 
+    overwrite = client.put(
+        "/api/v1/entries/fourth-entry",
+        json={**body, "markdown": body["markdown"].replace("Another", "Yet another")},
+        headers={**headers, "If-Match": "*"},
+    )
+    assert overwrite.status_code == 200 and overwrite.headers["etag"] == '"3"'
+
     bad = client.put(
         "/api/v1/entries/fourth-entry",
         json={"markdown": new.replace("kind: error", "kind: eror"), "message": "Typo"},
-        headers={**headers, "If-Match": '"2"'},
+        headers={**headers, "If-Match": '"3"'},
     )
     assert bad.status_code == 422
     problem = bad.json()["error"]["problems"][0]
@@ -422,12 +435,13 @@ def test_api_create_update_conflict_and_archive(wiki: Wiki):
     )
     assert all(m["id"] != "fourth-entry" for m in match.json()["matches"])
     changes = client.get("/api/v1/changes").json()
-    assert [(c["entry_id"], c["action"], c["actor"]) for c in changes[:3]] == [
+    assert [(c["entry_id"], c["action"], c["actor"]) for c in changes[:4]] == [
         ("fourth-entry", "archive", "token:ci-bot"),
+        ("fourth-entry", "update", "token:ci-bot"),
         ("fourth-entry", "update", "token:ci-bot"),
         ("fourth-entry", "create", "token:ci-bot"),
     ]
-    assert changes[1]["message"] == "Edit"
+    assert changes[2]["message"] == "Edit"
 
 
 def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wiki: Wiki):

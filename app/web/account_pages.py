@@ -27,8 +27,15 @@ router = APIRouter(include_in_schema=False)
 
 
 def _safe_next(target: str | None) -> str:
-    # Only a path on this site: never //evil.example or https://evil.example.
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    # Only a path on this site: never //evil.example, https://evil.example, or "/\t/evil.example"
+    # (browsers drop tabs and newlines from URLs).
+    if (
+        not target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target
+        or any(c.isspace() or ord(c) < 32 for c in target)
+    ):
         return "/"
     return target
 

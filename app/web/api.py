@@ -10,6 +10,7 @@ from sqlmodel import Session
 from app import storage
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
+from app.matching import SignatureMatcher
 from app.rendering import render_body
 from app.search_index import read_state
 from app.web.auth import Editor, get_principal, read_access
@@ -178,12 +179,15 @@ def _json_body(model: type[BaseModel], example: dict) -> dict:
 _WRITE_EXAMPLE = {"markdown": "---\nid: my-entry\n...", "message": "Explain the 2.6 default"}
 
 
-def _if_match(request: Request) -> int:
+def _if_match(request: Request) -> int | None:
+    """The revision an edit is based on; None for `If-Match: *` (overwrite whatever is there)."""
     header = request.headers.get("if-match")
     if not header:
         raise HTTPException(
             428, "Send If-Match with the ETag of the revision you edited (from GET)."
         )
+    if header.strip() == "*":
+        return None
     value = header.strip().removeprefix("W/").strip('"')
     if not value.isdigit():
         raise HTTPException(400, f'If-Match must be a revision ETag such as "3", not {header!r}.')
@@ -224,8 +228,8 @@ async def create_entry(
     "/entries/{entry_id}",
     summary="Replace an entry's Markdown (a new revision)",
     description="`If-Match` must carry the ETag of the revision you edited: 412 with "
-    "`current_revision` if someone saved since, 428 without it, 422 with `problems` when the "
-    "entry does not pass the checks.",
+    "`current_revision` if someone saved since, 428 without it (`*` overwrites deliberately), "
+    "422 with `problems` when the entry does not pass the checks.",
     openapi_extra=_json_body(EntryWrite, _WRITE_EXAMPLE),
 )
 async def update_entry(
@@ -290,11 +294,18 @@ def changes(
 )
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
-    return draft_out(session, body.markdown, body.entry_id, body.paste)
+    shared = request.app.state.matchers.current()
+    return draft_out(session, body.markdown, body.entry_id, body.paste, shared)
 
 
-def draft_out(session: Session, markdown: str, entry_id: str | None, paste: str | None):
-    report = check_draft(session, markdown, editing=entry_id)
+def draft_out(
+    session: Session,
+    markdown: str,
+    entry_id: str | None,
+    paste: str | None,
+    shared: SignatureMatcher | None = None,
+) -> DraftOut:
+    report = check_draft(session, markdown, editing=entry_id, shared=shared)
     doc = report.doc
     html = doc.rendered.html if doc.rendered is not None else render_body(doc.body).html
     return DraftOut(

@@ -47,7 +47,8 @@ def _editor(
     conflict: dict | None = None,
     status_code: int = 200,
 ):
-    draft = draft_out(session, markdown, entry_id, paste or None)
+    shared = request.app.state.matchers.current()
+    draft = draft_out(session, markdown, entry_id, paste or None, shared)
     context = {
         "markdown": markdown,
         "entry_id": entry_id,
