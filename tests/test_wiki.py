@@ -467,6 +467,12 @@ def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wi
     assert any(
         "collision" in p["message"] and "first-entry" in p["message"] for p in collision["problems"]
     )
+    # The live check judges against the cached matcher; a save reads every signature afresh.
+    with Session(wiki.engine) as session:
+        shared = wiki.app.state.matchers.current()
+        for text in (colliding, entry_text("first-entry").replace("failure in", "fault in")):
+            live = check_draft(session, text, editing=None, shared=shared).problems
+            assert live == check_draft(session, text).problems and live
     fine = check(
         entry_text("new-one"),
         paste='Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'

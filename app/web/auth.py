@@ -57,6 +57,8 @@ def _bearer(request: Request, header: str) -> Principal:
 
 
 def _session_user(request: Request) -> Principal:
+    if "session" not in request.scope:  # an error page rendered outside the session middleware
+        return ANONYMOUS
     user_id = request.session.get("uid")
     if user_id is None:
         return ANONYMOUS
