@@ -72,6 +72,7 @@ class EditConflict(Exception):
 class DraftCheck:
     doc: EntryDocument
     problems: list[Problem]
+    id_taken: bool = False  # a new entry whose id another entry has
 
     @property
     def errors(self) -> list[Problem]:
@@ -111,12 +112,14 @@ def check_draft(
     doc = parse_entry(markdown, f"{editing or 'new-entry'}.md", expected_id=editing)
     problems = list(doc.problems)
     front = doc.front
+    id_taken = False
     if front is not None:
         if front.id in RESERVED_IDS:
             problems.append(
                 Problem(doc.path, doc.line_of("id"), f"the id {front.id!r} is reserved")
             )
-        if editing is None and storage.get_entry(session, front.id) is not None:
+        id_taken = editing is None and storage.get_entry(session, front.id) is not None
+        if id_taken:
             problems.append(
                 Problem(
                     doc.path,
@@ -135,7 +138,7 @@ def check_draft(
                 else SignatureMatcher(_other_records(session, front.id) + own)
             )
             problems += collision_problems([doc], matcher)
-    return DraftCheck(doc=doc, problems=sorted(set(problems)))
+    return DraftCheck(doc=doc, problems=sorted(set(problems)), id_taken=id_taken)
 
 
 def _clean_message(message: str) -> str:
@@ -185,7 +188,7 @@ def save_draft(
         raise SaveRefused(
             f"The entry has {count} problem{'s' if count > 1 else ''}; nothing was saved.",
             report.problems,
-            status=409 if entry_id is None and _id_taken(report) else 422,
+            status=409 if report.id_taken else 422,
         )
     doc = report.doc
     assert doc.front is not None
@@ -199,10 +202,6 @@ def save_draft(
     saved = storage.get_entry(session, doc.front.id)
     assert saved is not None
     return saved, action
-
-
-def _id_taken(report: DraftCheck) -> bool:
-    return any("already exists" in p.message for p in report.errors)
 
 
 def archive(session: Session, *, entry_id: str, actor: Principal, source: str) -> Entry:

@@ -51,18 +51,19 @@ async def login(request: Request, session: SessionDep):
     form = await form_fields(request)
     name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
     address = request.client.host if request.client else "unknown"
-    status, error = 401, "Wrong name or password."
+    error, retry_after = "Wrong name or password.", None
     try:
         user = authenticate(session, name=name, password=form.get("password", ""), address=address)
     except TooManyAttempts as exc:
-        user, status, error = None, 429, f"Too many failed logins: {exc}."
-        headers = {"Retry-After": str(exc.retry_after)}
+        user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
     session.commit()
     if user is None:
         context = {"next": target, "name": name, "error": error}
-        response = render(request, "login.html", context, status_code=status)
-        if status == 429:
-            response.headers.update(headers)
+        response = render(
+            request, "login.html", context, status_code=401 if not retry_after else 429
+        )
+        if retry_after:
+            response.headers["Retry-After"] = str(retry_after)
         return response
     log_in(request, user)
     return RedirectResponse(target, status_code=303)

@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
@@ -15,7 +16,7 @@ from app.rendering import render_body
 from app.search_index import read_state
 from app.web.auth import Editor, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
-from app.web.limits import read_limited_body
+from app.web.limits import read_write_body
 from app.wiki import (
     ChangeOut,
     RevisionDetail,
@@ -153,17 +154,16 @@ class WhoAmI(BaseModel):
 
 async def read_json(request: Request, model: type[BaseModel]):
     """The JSON body as `model`, read after the caller is authorized, within the size limit."""
-    limit = request.app.state.settings.max_paste_bytes + 64_000
-    body = await read_limited_body(request, limit, "The body is larger than {limit:,} bytes.")
+    body = await read_write_body(request, "body")
     try:
-        return model.model_validate(json.loads(body or b"null"))
-    except ValueError as exc:
-        if isinstance(exc, ValidationError):
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
-            )
-            raise HTTPException(422, f"invalid request: {problems}") from None
+        payload = json.loads(body or b"null")
+    except ValueError:
         raise HTTPException(400, "The body is not valid JSON.") from None
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:  # answered like FastAPI's own body errors
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]
+        raise RequestValidationError(errors) from None
 
 
 def _json_body(model: type[BaseModel], example: dict) -> dict:

@@ -24,12 +24,11 @@ from app.accounts import (
 from app.files import read_or_create
 from app.models import User
 from app.settings import Settings
-from app.web.limits import read_limited_body
+from app.web.limits import read_write_body
 
 SESSION_COOKIE = "pitfalls_session"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-FORM_OVERHEAD_BYTES = 64_000  # the other fields of a form that carries a paste or an entry
 
 
 class LoginRequired(Exception):
@@ -120,8 +119,7 @@ async def form_fields(request: Request) -> dict[str, str]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     fields: dict[str, str] = {}
     if content_type == "application/x-www-form-urlencoded":
-        limit = request.app.state.settings.max_paste_bytes + FORM_OVERHEAD_BYTES
-        body = await read_limited_body(request, limit, "The form is larger than {limit:,} bytes.")
+        body = await read_write_body(request, "form")
         parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
         fields = {name: values[0] for name, values in parsed.items()}
     request.state.form = fields

@@ -2,6 +2,8 @@
 
 from fastapi import HTTPException, Request
 
+# Room for the other fields of a form or JSON body that carries a paste or an entry.
+BODY_OVERHEAD_BYTES = 64_000
 PASTE_TOO_LARGE = "The paste is larger than {limit:,} bytes; paste the end of the traceback."
 
 
@@ -17,3 +19,9 @@ async def read_limited_body(request: Request, limit: int, message: str = PASTE_T
         if len(body) > limit:
             raise HTTPException(413, too_large)
     return bytes(body)
+
+
+async def read_write_body(request: Request, what: str) -> bytes:
+    """The body of a form or JSON request that may carry a paste or an entry's text."""
+    limit = request.app.state.settings.max_paste_bytes + BODY_OVERHEAD_BYTES
+    return await read_limited_body(request, limit, f"The {what} is larger than {{limit:,}} bytes.")
