@@ -160,8 +160,8 @@ def test_every_write_route_refuses_anonymous_callers_readers_and_read_tokens(wik
             continue
         assert as_reader.status_code == 403, (method, path, as_reader.status_code)
     after = wiki.writes_recorded()
-    # The only writes: none to entries; rita's token form (invalid name "try"?) wrote nothing
-    # or one token, and revoking a token that is not hers was refused.
+    # Nothing reached an entry. Rita may use /tokens, but the body above has no token name (so
+    # nothing is created) and token 1 is the CLI's, not hers (so revoking it is refused).
     assert after[:2] == before[:2]
     with Session(wiki.engine) as session:
         actions = session.exec(select(AuditEvent.action, AuditEvent.actor)).all()
