@@ -17,7 +17,7 @@ from app.entry_details import SnippetOut, entry_url
 from app.matching import SignatureMatcher, known_matches, match_paste
 from app.normalization import normalize_message
 from app.rendering import markdown_section, render_body
-from app.search import SearchService
+from app.search import IndexUnavailable, SearchService, SearchTooSlow
 from app.tracebacks import ParsedPaste, parse_traceback
 
 MAX_MATCHES = 5
@@ -214,16 +214,23 @@ def answer_paste(
     query = _search_text(parsed)
     if search is not None and query and not matches:
         known = {m.id for m in matches}
-        result = search.search(
-            query, limit=MAX_RELATED + len(known), highlights=False, facets=False
-        )
-        related = [
-            RelatedOut(
-                id=h.id, title=h.title, summary=h.summary, url=entry_url(h.id), score=h.score
+        try:
+            result = search.search(
+                query, limit=MAX_RELATED + len(known), highlights=False, facets=False
             )
-            for h in result.hits
-            if h.id not in known
-        ][:MAX_RELATED]
+        except (IndexUnavailable, SearchTooSlow):
+            result = None  # the answer stands without the entries related by text
+        related = (
+            []
+            if result is None
+            else [
+                RelatedOut(
+                    id=h.id, title=h.title, summary=h.summary, url=entry_url(h.id), score=h.score
+                )
+                for h in result.hits
+                if h.id not in known
+            ][:MAX_RELATED]
+        )
     if matches:
         message = f"Known pitfall: {matches[0].title}"
     elif parsed.exceptions or parsed.warnings:

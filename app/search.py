@@ -4,20 +4,24 @@ Facet counts come from per-term document sets cached for the life of a searcher,
 never scores every hit; highlights are made only for the page shown.
 """
 
+import contextlib
+import logging
 import re
 import threading
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from sqlalchemy import Engine
-from whoosh import index as whoosh_index
 from whoosh.collectors import TopCollector
+from whoosh.filedb.filestore import FileStorage
 from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
 from whoosh.qparser import AndGroup, MultifieldParser, OrGroup
-from whoosh.query import And, Every, Query, Term
+from whoosh.query import And, Every, MultiTerm, NullQuery, Or, Prefix, Query, Term, Wildcard
 from whoosh.searching import Searcher
 
 from app.analysis import stem_word
+from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.search_index import (
@@ -33,6 +37,14 @@ HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
 STEMMED_FIELDS = ("title", "summary", "body")
 HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
 _QUERY_WORD = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
+# Wildcards and ranges become at most this many terms each, and a wildcard needs this many
+# literal characters before its first * or ?: `a*` alone would be most of the lexicon.
+MAX_TERM_EXPANSION = 64
+MIN_WILDCARD_PREFIX = 2
+MAX_MULTI_TERMS = 8  # per query; further wildcards count as their literal text
+MAX_IDLE_SEARCHERS = 4
+_QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
+logger = logging.getLogger("pitfalls")
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,7 @@ class _TopAndAllCollector(TopCollector):
     """Top-N scoring that also keeps every matched document number, in one pass.
 
     Whoosh otherwise builds the (costly) multi-field matcher twice: once to score the page and
-    once more to count the total and the facets.
+    once more to count the total and the facets. It checks the time budget as it goes.
     """
 
     def __init__(self, limit: int) -> None:
@@ -88,27 +100,80 @@ class _TopAndAllCollector(TopCollector):
 
     def _collect(self, global_docnum: int, score: float):
         self.docset.add(global_docnum)
+        if len(self.docset) % 256 == 0:
+            check_budget()
         return super()._collect(global_docnum, score)
 
 
 class IndexUnavailable(RuntimeError):
-    """There is no built index yet (run `pitfalls reindex`)."""
+    """There is no usable index: not built yet, or damaged and being rebuilt."""
+
+
+class SearchTooSlow(RuntimeError):
+    """A search ran past its time budget and was stopped."""
+
+
+@dataclass
+class _PooledSearcher:
+    """A searcher used by one thread at a time, with the facet sets of its index version."""
+
+    generation: Path
+    searcher: Searcher
+    facet_sets: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+
+
+def _bounded_query(query: Query, searcher: Searcher, budget: list[int]) -> Query:
+    """`query` with every wildcard, prefix and range replaced by at most a few real terms."""
+    if isinstance(query, MultiTerm):
+        check_budget()
+        if isinstance(query, Prefix | Wildcard):
+            literal = re.split(r"[*?]", query.text, maxsplit=1)[0]
+            if len(literal) < MIN_WILDCARD_PREFIX or budget[0] <= 0:
+                plain = query.text.replace("*", "").replace("?", "")
+                return Term(query.fieldname, plain, boost=query.boost) if plain else NullQuery
+        elif budget[0] <= 0:
+            return NullQuery
+        budget[0] -= 1
+        reader = searcher.reader()
+        terms = list(islice(query._btexts(reader), MAX_TERM_EXPANSION))
+        field_type = searcher.schema[query.fieldname]
+        return Or(
+            [Term(query.fieldname, field_type.from_bytes(t)) for t in terms], boost=query.boost
+        )
+    if query.is_leaf():
+        return query
+    return query.apply(lambda sub: _bounded_query(sub, searcher, budget))
+
+
+def _plain_words(text: str) -> str:
+    """The query with its syntax removed: what a search falls back to when the syntax fails."""
+    return " ".join(_QUERY_SYNTAX.sub(" ", text).lower().split())  # AND, OR, NOT: plain too
 
 
 class SearchService:
-    """Owns one Whoosh searcher per process; thread-safe; follows the database's change feed."""
+    """Follows the database's change feed; searchers come from a small pool, one per thread.
+
+    Index files are read, never memory-mapped: a segment truncated under a running process is
+    then a read error (which starts a rebuild), not a SIGBUS that kills the process.
+    """
 
     def __init__(
-        self, index_dir: Path, engine: Engine | None = None, check_interval_ms: int = 1000
+        self,
+        index_dir: Path,
+        engine: Engine | None = None,
+        check_interval_ms: int = 1000,
+        budget_ms: int = 1000,
     ) -> None:
         self.index_dir = index_dir
         self.engine = engine
+        self.budget_ms = budget_ms
         self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._generation: Path | None = None
         self._ix = None
-        self._searcher: Searcher | None = None
-        self._facet_sets: dict[str, dict[str, frozenset[int]]] = {}
+        self._idle: list[_PooledSearcher] = []
+        self._damaged: str | None = None  # why the index cannot be read, until it is rebuilt
+        self._rebuilding = threading.Lock()
         formatter = HtmlFormatter(tagname="mark", between=" … ")
         self._formatter = formatter
         self._fragmenter = ContextFragmenter(maxchars=180, surround=50)
@@ -131,34 +196,77 @@ class SearchService:
         if state is None or db_seq > state.seq:
             update_index(self.engine, self.index_dir)
 
-    def _current_searcher(self) -> Searcher:
+    @property
+    def damaged(self) -> str | None:
+        """Why the index cannot be read right now (a rebuild is under way), or None."""
+        return self._damaged
+
+    def _acquire(self) -> _PooledSearcher:
         generation = current_generation(self.index_dir)
         if generation is None:
             raise IndexUnavailable("the search index is not built yet: run `pitfalls reindex`")
-        if generation != self._generation or self._searcher is None:
-            self._close_searcher()
-            self._ix = whoosh_index.open_dir(str(generation))
-            self._searcher = self._ix.searcher()
-            self._generation = generation
-            self._facet_sets = {}
-        elif not self._searcher.up_to_date():
-            # Not Searcher.refresh(): it reuses segment readers with their old deletion sets,
-            # so an entry deleted by a deletion-only commit would still be found.
-            self._searcher.close()
-            self._searcher = self._ix.searcher()
-            self._facet_sets = {}
-        return self._searcher
+        with self._lock:
+            if generation != self._generation or self._ix is None:
+                self._close_all()
+                self._ix = FileStorage(str(generation), supports_mmap=False).open_index()
+                self._generation = generation
+            while self._idle:
+                pooled = self._idle.pop()
+                # Not Searcher.refresh(): it reuses segment readers with their old deletion
+                # sets, so an entry deleted by a deletion-only commit would still be found.
+                if pooled.searcher.up_to_date():
+                    return pooled
+                pooled.searcher.close()
+            ix = self._ix
+        return _PooledSearcher(generation, ix.searcher())
 
-    def _close_searcher(self) -> None:
-        if self._searcher is not None:
-            self._searcher.close()
+    def _release(self, pooled: _PooledSearcher, healthy: bool = True) -> None:
+        with self._lock:
+            usable = healthy and pooled.generation == self._generation
+            if usable and len(self._idle) < MAX_IDLE_SEARCHERS:
+                self._idle.append(pooled)
+                return
+        pooled.searcher.close()
+
+    def _close_all(self) -> None:
+        for pooled in self._idle:
+            pooled.searcher.close()
+        self._idle = []
         if self._ix is not None:
             self._ix.close()
-        self._searcher = self._ix = None
+        self._ix = None
 
     def close(self) -> None:
         with self._lock:
-            self._close_searcher()
+            self._close_all()
+
+    def __del__(self) -> None:
+        # Index files are plain open files (no mmap): a forgotten service must not leak them.
+        with contextlib.suppress(Exception):
+            self._close_all()
+
+    def _heal(self, error: Exception) -> None:
+        """The index could not be read: rebuild it aside from the database, then swap it in."""
+        self._damaged = f"the search index could not be read ({type(error).__name__}); rebuilding"
+        logger.error("search index unreadable, rebuilding it: %r", error)
+        if self.engine is None or not self._rebuilding.acquire(blocking=False):
+            return
+
+        def rebuild() -> None:
+            try:
+                from app.search_index import rebuild_index
+
+                rebuild_index(self.engine, self.index_dir)
+                with self._lock:
+                    self._close_all()
+                self._damaged = None
+                logger.info("search index rebuilt")
+            except Exception:
+                logger.exception("rebuilding the search index failed")
+            finally:
+                self._rebuilding.release()
+
+        threading.Thread(target=rebuild, name="pitfalls-reindex", daemon=True).start()
 
     # -- searching -------------------------------------------------------------------------
 
@@ -166,25 +274,25 @@ class SearchService:
         parser = MultifieldParser(
             list(SEARCH_FIELDS), searcher.schema, fieldboosts=FIELD_BOOSTS, group=group
         )
-        return parser.parse(text)
+        return _bounded_query(parser.parse(text), searcher, [MAX_MULTI_TERMS])
 
-    def _facet_set(self, searcher: Searcher, fieldname: str) -> dict[str, frozenset[int]]:
-        cached = self._facet_sets.get(fieldname)
+    def _facet_set(self, pooled: _PooledSearcher, fieldname: str) -> dict[str, frozenset[int]]:
+        cached = pooled.facet_sets.get(fieldname)
         if cached is None:
-            reader = searcher.reader()
+            reader = pooled.searcher.reader()
             cached = {
                 term.decode("utf-8"): frozenset(reader.postings(fieldname, term).all_ids())
                 for term in reader.lexicon(fieldname)
             }
-            self._facet_sets[fieldname] = cached
+            pooled.facet_sets[fieldname] = cached
         return cached
 
-    def _facets(self, searcher: Searcher, matched: set[int]) -> dict[str, dict[str, int]]:
+    def _facets(self, pooled: _PooledSearcher, matched: set[int]) -> dict[str, dict[str, int]]:
         facets = {}
         for name, fieldname in FACET_FIELDS.items():
             counts = {
                 value: len(docs & matched)
-                for value, docs in self._facet_set(searcher, fieldname).items()
+                for value, docs in self._facet_set(pooled, fieldname).items()
             }
             facets[name] = dict(
                 sorted(((k, n) for k, n in counts.items() if n), key=lambda kv: (-kv[1], kv[0]))
@@ -195,6 +303,7 @@ class SearchService:
         reader = searcher.reader()
         suggestion, changed = text, False
         for word in set(_QUERY_WORD.findall(text)):
+            check_budget()
             lowered = word.lower()
             if ("spell", lowered) in reader or any(
                 (fieldname, stem_word(lowered)) in reader for fieldname in STEMMED_FIELDS
@@ -247,31 +356,84 @@ class SearchService:
         highlights: bool = True,
         facets: bool = True,
     ) -> SearchResult:
-        """Entries for `text`, best first, one page of them, with facet counts and a suggestion."""
+        """Entries for `text`, best first, one page of them, with facet counts and a suggestion.
+
+        Within the search budget (`SearchTooSlow` past it); a query whose syntax fails is
+        searched as plain words; an index that cannot be read is rebuilt (`IndexUnavailable`
+        until then).
+        """
         self.catch_up()
+        if self._damaged:
+            raise IndexUnavailable(self._damaged)
         text = text.strip()
         page = max(1, page)
-        with self._lock:
-            searcher = self._current_searcher()
-            filters = [Term("kind", kind)] if kind else []
-            if tag:
-                filters.append(Term("tags", tag.lower()))
-            query = self._parse(searcher, text, AndGroup) if text else Every()
-            relaxed = False
-            collector = self._collect(searcher, query, filters, page * limit)
-            if not collector.docset and text:
-                relaxed_query = self._parse(searcher, text, OrGroup)
-                if relaxed_query != query:
-                    query, relaxed = relaxed_query, True
-                    collector = self._collect(searcher, query, filters, page * limit)
-            matched = collector.docset
-            result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
-            result.hits = self._page(collector, query, page, limit, highlights)
-            if facets:
-                result.facets = self._facets(searcher, matched)
-            result.relaxed = relaxed
-            if text:
-                result.suggestion = self._suggest(searcher, text)
+        budget = Budget(self.budget_ms / 1000).within(current_budget())
+        try:
+            pooled = self._acquire()
+        except IndexUnavailable:
+            raise
+        except Exception as error:
+            self._heal(error)
+            raise IndexUnavailable(self._damaged or "the search index is being rebuilt") from None
+        healthy = True
+        try:
+            with in_force(budget):
+                args = (pooled, kind, tag, page, limit, highlights, facets)
+                try:
+                    return self._search(text, *args)
+                except BudgetExceeded:
+                    raise
+                except Exception:
+                    pass  # the query's syntax failed (or the index did): try plain words
+                try:
+                    result = self._search(_plain_words(text), *args)
+                    result.query = text
+                    return result
+                except BudgetExceeded:
+                    raise
+                except Exception as error:
+                    healthy = False
+                    self._heal(error)
+                    raise IndexUnavailable(self._damaged or "rebuilding") from None
+        except BudgetExceeded:
+            raise SearchTooSlow(
+                f"The search took longer than {self.budget_ms} ms and was stopped; "
+                "use fewer wildcards or more specific words."
+            ) from None
+        finally:
+            self._release(pooled, healthy)
+
+    def _search(
+        self,
+        text: str,
+        pooled: _PooledSearcher,
+        kind: str | None,
+        tag: str | None,
+        page: int,
+        limit: int,
+        highlights: bool,
+        facets: bool,
+    ) -> SearchResult:
+        searcher = pooled.searcher
+        filters = [Term("kind", kind)] if kind else []
+        if tag:
+            filters.append(Term("tags", tag.lower()))
+        query = self._parse(searcher, text, AndGroup) if text else Every()
+        relaxed = False
+        collector = self._collect(searcher, query, filters, page * limit)
+        if not collector.docset and text:
+            relaxed_query = self._parse(searcher, text, OrGroup)
+            if relaxed_query != query:
+                query, relaxed = relaxed_query, True
+                collector = self._collect(searcher, query, filters, page * limit)
+        matched = collector.docset
+        result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
+        result.hits = self._page(collector, query, page, limit, highlights)
+        if facets:
+            result.facets = self._facets(pooled, matched)
+        result.relaxed = relaxed
+        if text:
+            result.suggestion = self._suggest(searcher, text)
         return result
 
     def _collect(

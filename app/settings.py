@@ -53,6 +53,18 @@ class Settings(BaseSettings):
     max_paste_bytes: int = Field(
         1_000_000, ge=1000, description="Largest traceback accepted by /match and the API."
     )
+    match_budget_ms: int = Field(
+        2000,
+        ge=50,
+        le=600_000,
+        description="Most time one paste may take to parse and match; past it the answer is 503.",
+    )
+    search_budget_ms: int = Field(
+        1000,
+        ge=50,
+        le=600_000,
+        description="Most time one search may take; past it the answer is 503.",
+    )
 
     public_read: bool = Field(
         True,

@@ -11,7 +11,12 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from app.budget import BudgetExceeded, check_budget
+
 MAX_PARSE_CHARS = 2_000_000  # beyond this only the tail is read: the error is at the end
+# A longer line is cut to its first characters: they hold what a signature reads, and the
+# structure regexes then cost the same on a crafted megabyte-long line as on a real one.
+MAX_LINE_CHARS = 20_000
 # Errors that only report that a child process failed; the child's own error is the one to explain.
 LAUNCHER_WRAPPERS = frozenset(
     {"ChildFailedError", "ProcessRaisedException", "ProcessExitedException"}
@@ -94,8 +99,10 @@ class ParsedPaste:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FENCE = re.compile(r"^\s*(```|~~~)[\w+-]*\s*$")
-_AUTOLINK = re.compile(r"<((?:https?|file)://[^>\s]+)>")
-_MD_LINK = re.compile(r"\[([^\]\n]{1,500})\]\((?:file|https?|vscode[\w-]*)://[^)\s]{0,2000}\)")
+_AUTOLINK = re.compile(r"<((?:https?|file)://[^<>\s]+)>")
+_MD_LINK = re.compile(
+    r"\[([^\[\]\n]{1,500})\]\((?:file|https?|vscode[\w-]*)://[^()\[\]\s]{0,2000}\)"
+)
 _ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
 _ESCAPED_TRACEBACK = re.compile(r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)")
 
@@ -112,8 +119,21 @@ def _clean(text: str) -> str:
         # A traceback embedded in a message with literal \n (a repr, a JSON log field).
         text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t")
         text = text.replace('\\"', '"').replace("\\'", "'")
-    lines = [line for line in text.split("\n") if not _FENCE.match(line)]
+    lines = [_cut(line) for line in text.split("\n") if not _FENCE.match(line)]
     return "\n".join(lines)
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"
+
+
+def _valid_unicode(text: str) -> str:
+    """Lone surrogates (from JSON `\\ud800`) become U+FFFD: UTF-8 has no bytes for them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 # ---- per-line prefixes -------------------------------------------------------------------------
@@ -144,7 +164,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("pytest", re.compile(r"^E {3,7}")),
     ("pdb", re.compile(r"^\*\*\* ")),
     ("group", re.compile(r"^\s*(?:\| )+")),
-    ("rich", re.compile(r"^\s*[│┃|](?= )|\s*[│┃]\s*$")),
+    ("rich", re.compile(r"^\s*[│┃|](?= )|[│┃]\s*$")),
 ]
 _ALWAYS_STRIPPED = ("quote", "rank", "pytest")  # distinctive enough to strip from one line
 _GROUP_RULE = re.compile(r"^\s*\+[-+]+(?:\s+\d+\s+-+|\s*\.\.\.\s*-+)?\s*$|^\s*\+-+\s*$")
@@ -156,6 +176,7 @@ def _strip_prefixes(text: str) -> tuple[str, list[str]]:
     used: list[str] = []
     nonblank = [line for line in lines if line.strip()] or [""]
     for name, pattern in _PREFIXES:
+        check_budget()
         hits = sum(1 for line in nonblank if pattern.match(line))
         # A prefix is stripped when it is common in the paste; one stray match is left alone,
         # except for quotes and ranks, which no traceback line starts with by itself.
@@ -184,17 +205,17 @@ _IPYTHON_HEADER = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)\s{3,}Traceback \(most 
 _CAUSE = re.compile(r"^\s*The above exception was the direct cause of the following exception")
 _CONTEXT = re.compile(r"^\s*During handling of the above exception, another exception occurred")
 _FRAME = re.compile(
-    r'^\s*(?:>\s*|❱\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$'
+    r'^\s*(?:>\s*|❱\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.*\S))?\s*$'
 )
 _FRAME_IPYTHON = re.compile(
     r"^\s*(?:File |Cell )(?P<file>.+?)(?::(?P<line>\d+)|, line (?P<line2>\d+))"
-    r"(?:, in (?P<func>.+?))?\s*$"
+    r"(?:, in (?P<func>.*\S))?\s*$"
 )
 _FRAME_IPYTHON_OLD = re.compile(
     r"^(?P<file>(?:<ipython-input-[\w-]+>|\S+\.py))\s+in\s+(?P<func>[\w<>.]+)\(.*\)\s*$"
 )
 _FRAME_RICH = re.compile(r"^\s*(?P<file>\S+\.py):(?P<line>\d+) in (?P<func>\S+)\s*$")
-_FRAME_CPP = re.compile(r"^\s*frame #\d+: (?P<func>.*?)(?: \(0x[0-9a-f]+ in (?P<file>[^)]+)\))?$")
+_FRAME_CPP = re.compile(r"^\s*frame #\d+: (?P<func>.*?)(?: \(0x[0-9a-f]+ in (?P<file>[^()]+)\))?$")
 _ARROW = re.compile(r"^\s*-+>\s*(?P<line>\d+)\s+(?P<code>.*)$")
 _IPY_CODE = re.compile(r"^\s*(?P<line>\d+)\s(?P<code>.*)$")
 _CARET = re.compile(r"^\s*[~^]+\s*$")
@@ -216,11 +237,13 @@ _FATAL = re.compile(r"^Fatal Python error: (?P<message>.+)$")
 _WARNING = re.compile(
     r"^(?P<file>.+?):(?P<line>\d+): (?P<category>[A-Za-z_][\w.]*Warning): (?P<message>.*)$"
 )
-_CPP_WARNING = re.compile(r"^\[W[^\]]*\] Warning: (?P<message>.*?)(?: \(function .*\))?$")
+_CPP_WARNING = re.compile(r"^\[W[^\]]*\] Warning: (?P<message>.*)$")
+_CPP_WARNING_FUNCTION = " (function "  # the C++ function named after the message
 _PY_VERSION = re.compile(r"[/\\]python(?P<v>3\.\d{1,2})[/\\](?:site|dist)-packages")
 _PY_VERSION_TEXT = re.compile(r"\bPython (?P<v>3\.\d{1,2}(?:\.\d{1,2})?)\b")
 _TORCH_VERSION = re.compile(
-    r"\b(?:torch|PyTorch)(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)"
+    r"\b(?:torch|PyTorch)(?: version)?(?:\s*(?:==|:|=)\s*|\s+)v?"
+    r"(?P<v>\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)"
 )
 _LIBRARY_PATH = re.compile(
     r"site-packages|dist-packages|[/\\]lib[/\\]python\d|[/\\]Lib[/\\]|^<frozen |"
@@ -282,6 +305,8 @@ class _Walker:
         index = 0
         ipython_type: str | None = None
         while index < len(lines):
+            if index % 64 == 0:
+                check_budget()
             line = lines[index]
             stripped = line.strip()
             if not stripped or _CARET.match(line) or _SKIP_LINE.match(line):
@@ -343,7 +368,10 @@ class _Walker:
                 index = end
                 continue
             elif match := _CPP_WARNING.match(stripped):
-                self.warnings.append(ParsedWarning("Warning", match.group("message")))
+                message, _, function = match.group("message").rpartition(_CPP_WARNING_FUNCTION)
+                if not message or not function.endswith(")"):
+                    message = match.group("message")
+                self.warnings.append(ParsedWarning("Warning", message))
             elif (match := _WARNING.match(stripped)) and not self.in_traceback:
                 self.warnings.append(
                     ParsedWarning(
@@ -380,6 +408,8 @@ def parse_traceback(text: str) -> ParsedPaste:
     """Turn a paste into exceptions, warnings and versions. Never raises."""
     try:
         return _parse(text)
+    except BudgetExceeded:
+        raise
     except Exception:  # a paste must never break the answer; fall back to the raw text
         return ParsedPaste(text=text[-MAX_PARSE_CHARS:])
 
@@ -387,8 +417,9 @@ def parse_traceback(text: str) -> ParsedPaste:
 def _parse(text: str) -> ParsedPaste:
     if not isinstance(text, str):
         text = str(text)
-    text = text[-MAX_PARSE_CHARS:]
+    text = _valid_unicode(text[-MAX_PARSE_CHARS:])
     cleaned = _clean(text)
+    check_budget()
     stripped, prefixes = _strip_prefixes(cleaned)
     walker = _Walker(stripped.split("\n"))
     walker.walk()

@@ -107,9 +107,9 @@ def test_suggestion_for_a_typo(service):
 
 def test_searcher_is_reused_and_refreshed_after_ingest(service, engine, content_dir, settings):
     service.search("sample")
-    first = service._searcher
+    (first,) = service._idle
     service.search("sample")
-    assert service._searcher is first  # reused while the index is unchanged
+    assert service._idle == [first]  # reused while the index is unchanged
     write(content_dir, "brand-new", title="Quokka gradients vanish")
     ingest_content(engine, content_dir)
     # No explicit index update: the service notices the database moved and catches up.

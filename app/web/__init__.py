@@ -1,5 +1,6 @@
 """The FastAPI application factory: nothing is opened until `create_app` runs."""
 
+import os
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -18,6 +19,7 @@ from app.storage import create_db_engine
 from app.web import account_pages, api, match, pages, wiki_pages
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
+from app.web.offload import work_limiter
 
 # No inline script or style, nothing from elsewhere: every value on a page is escaped, and even an
 # injected <script> would not run.
@@ -43,9 +45,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         prepare_data(settings, engine, ingest="if-empty")
         app.state.engine = engine
         app.state.search = SearchService(
-            settings.index_dir, engine, check_interval_ms=settings.index_check_interval_ms
+            settings.index_dir,
+            engine,
+            check_interval_ms=settings.index_check_interval_ms,
+            budget_ms=settings.search_budget_ms,
         )
         app.state.matchers = MatcherCache(engine, settings.index_check_interval_ms)
+        # Pastes get threads of their own, as many as there are cores: a burst of them queues
+        # here instead of taking the threads that every other route needs.
+        app.state.paste_limiter = work_limiter(max(2, os.cpu_count() or 2))
         try:
             yield
         finally:

@@ -13,6 +13,7 @@ from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.matching import SignatureMatcher
 from app.rendering import render_body
+from app.search import SearchService
 from app.search_index import read_state
 from app.web.auth import Editor, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
@@ -37,8 +38,9 @@ router = APIRouter(prefix="/api/v1", tags=["api"], dependencies=[Depends(read_ac
 open_router = APIRouter(prefix="/api/v1", tags=["api"])
 
 
-def health_data(session: Session, settings) -> dict:
+def health_data(session: Session, settings, search: SearchService | None = None) -> dict:
     state = read_state(settings.index_dir)
+    damaged = search.damaged if search is not None else None
     seq = storage.current_change_seq(session)
     index = None
     if state is not None:
@@ -49,9 +51,11 @@ def health_data(session: Session, settings) -> dict:
             "updated_at": state.updated_at,
             "age_seconds": round((datetime.now(UTC) - built).total_seconds(), 1),
             "behind": max(0, seq - state.seq),
+            "healthy": damaged is None,
+            "problem": damaged,
         }
     return {
-        "status": "ok" if index is not None else "degraded",
+        "status": "ok" if index is not None and damaged is None else "degraded",
         "entries": storage.count_entries(session),
         "change_seq": seq,
         "index": index,
@@ -59,8 +63,8 @@ def health_data(session: Session, settings) -> dict:
 
 
 @open_router.get("/health", summary="Liveness and freshness: entries, change sequence, index age")
-def health(session: SessionDep, settings: SettingsDep) -> dict:
-    return health_data(session, settings)
+def health(session: SessionDep, settings: SettingsDep, service: SearchDep) -> dict:
+    return health_data(session, settings, service)
 
 
 @router.get("/overview", summary="What the home page shows: counts by kind and tag, recent entries")

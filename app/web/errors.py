@@ -7,10 +7,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.accounts import AccountError
 from app.catalog import NotFound
-from app.search import IndexUnavailable
+from app.search import IndexUnavailable, SearchTooSlow
 from app.web.auth import LoginRequired, login_url
 from app.wiki import EditConflict, SaveRefused
 
@@ -105,4 +106,26 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(IndexUnavailable)
     async def _no_index(request: Request, exc: IndexUnavailable) -> Response:
+        return error_response(request, 503, f"Search is unavailable for a moment: {exc}.")
+
+    @app.exception_handler(SearchTooSlow)
+    async def _slow_search(request: Request, exc: SearchTooSlow) -> Response:
         return error_response(request, 503, str(exc))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+        logger.info("client went away during %s %s", request.method, request.url.path)
+        return Response(status_code=499)
+
+    @app.exception_handler(UnicodeError)
+    async def _bad_text(request: Request, exc: UnicodeError) -> Response:
+        return error_response(
+            request,
+            400,
+            "The request holds text that is not valid Unicode (a lone surrogate such as "
+            "\\ud800); send UTF-8 text.",
+        )
+
+    @app.exception_handler(RecursionError)
+    async def _too_deep(request: Request, exc: RecursionError) -> Response:
+        return error_response(request, 400, "The request is nested too deeply to read.")

@@ -22,6 +22,11 @@ async def read_limited_body(request: Request, limit: int, message: str = PASTE_T
 
 
 async def read_write_body(request: Request, what: str) -> bytes:
-    """The body of a form or JSON request that may carry a paste or an entry's text."""
-    limit = request.app.state.settings.max_paste_bytes + BODY_OVERHEAD_BYTES
+    """The body of a form or JSON request that may carry a paste or an entry's text.
+
+    Percent-encoding makes a form up to three times the size of its text (a CJK character is
+    three UTF-8 bytes, nine once encoded), so the body may be that large; the decoded text is
+    then held to `max_paste_bytes`, the same limit as the API's.
+    """
+    limit = 3 * request.app.state.settings.max_paste_bytes + BODY_OVERHEAD_BYTES
     return await read_limited_body(request, limit, f"The {what} is larger than {{limit:,}} bytes.")

@@ -9,6 +9,7 @@ from app.answers import Answer, answer_paste
 from app.web.auth import form_fields, read_access
 from app.web.deps import SettingsDep
 from app.web.limits import read_limited_body
+from app.web.offload import run_within_budget
 
 router = APIRouter(dependencies=[Depends(read_access)])
 
@@ -34,10 +35,16 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")  # binary and broken UTF-8 still get an answer
 
 
-def _answer(request: Request, text: str) -> Answer:
+async def _answer(request: Request, text: str) -> Answer:
+    """The answer, worked out in a worker thread within the paste budget (503 past it)."""
     state = request.app.state
-    return answer_paste(
-        text, engine=state.engine, matcher=state.matchers.current(), search=state.search
+    return await run_within_budget(
+        request,
+        lambda: answer_paste(
+            text, engine=state.engine, matcher=state.matchers.current(), search=state.search
+        ),
+        budget_ms=state.settings.match_budget_ms,
+        limiter=state.paste_limiter,
     )
 
 
@@ -59,14 +66,14 @@ async def match_api(request: Request, settings: SettingsDep) -> Answer:
     if content_type == "application/json":
         try:
             payload = json.loads(body or b"null")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise HTTPException(400, 'The body is not valid JSON; send {"text": "..."}.') from None
         if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
             raise HTTPException(422, 'Send a JSON object with a "text" string: {"text": "..."}.')
         text = payload["text"]
     else:
         text = _decode(body)
-    return _answer(request, text)
+    return await _answer(request, text)
 
 
 def _page(request: Request, text: str, answer: Answer | None, status: int = 200):
@@ -90,4 +97,4 @@ async def match_page(request: Request, settings: SettingsDep):
     text = (await form_fields(request)).get("text", "")
     if len(text.encode("utf-8")) > settings.max_paste_bytes:
         raise HTTPException(413, f"The paste is larger than {settings.max_paste_bytes:,} bytes.")
-    return _page(request, text, _answer(request, text) if text.strip() else None)
+    return _page(request, text, await _answer(request, text) if text.strip() else None)
