@@ -12,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, event, func
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, create_engine, delete, select
 
 from app.entries import EntryDocument, content_hash
@@ -248,6 +249,14 @@ def _replace_parts(session: Session, *, doc: EntryDocument) -> None:
         )
 
 
+class EntryExists(Exception):
+    """A create found its id taken."""
+
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(f"an entry with id {entry_id!r} already exists")
+        self.entry_id = entry_id
+
+
 def save_entry(
     session: Session,
     *,
@@ -256,15 +265,28 @@ def save_entry(
     source: str,
     message: str = "",
     file_hash: str | None = None,
+    create: bool = False,
 ) -> str:
-    """Store `doc` as a new entry or a new revision of it; return the change action."""
+    """Store `doc` as a new entry or a new revision of it; return the change action.
+
+    With `create`, only a new entry: `EntryExists` when the id is taken, also by a create that
+    committed a moment ago in another process (the primary key decides, not the read).
+    """
     assert doc.ok and doc.front is not None and doc.rendered is not None
     front = doc.front
     entry = session.get(Entry, front.id)
     now = utcnow()
+    if entry is not None and create:
+        raise EntryExists(front.id)
     if entry is None:
         action = "create"
         entry = Entry(id=front.id, revision=1, created_at=now, **_entry_fields(doc))
+        session.add(entry)
+        try:
+            session.flush()
+        except IntegrityError:
+            session.rollback()  # a create is a transaction of its own: nothing else is lost
+            raise EntryExists(front.id) from None
     else:
         action = "restore" if entry.archived else "update"
         entry.sqlmodel_update(_entry_fields(doc))

@@ -195,9 +195,21 @@ def save_draft(
     if entry is not None and entry.content_hash == doc.content_hash and not entry.archived:
         return entry, "unchanged"
     base = entry.revision if entry is not None else 0
-    action = storage.save_entry(
-        session, doc=doc, author=actor.label, source=source, message=message
-    )
+    try:
+        action = storage.save_entry(
+            session,
+            doc=doc,
+            author=actor.label,
+            source=source,
+            message=message,
+            create=entry is None,
+        )
+    except storage.EntryExists as exc:
+        raise SaveRefused(
+            f"An entry with id {exc.entry_id!r} already exists (it was created a moment ago); "
+            "edit that one, or choose another id. Nothing was saved.",
+            status=409,
+        ) from None
     _commit(session, doc.front.id, base)
     saved = storage.get_entry(session, doc.front.id)
     assert saved is not None

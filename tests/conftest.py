@@ -134,18 +134,29 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-@contextmanager
-def running_server(folder: Path) -> Iterator[tuple[str, Path]]:
-    """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries)."""
+def pitfalls_command() -> str:
     pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent)) or shutil.which(
         "pitfalls"
     )
     require(pitfalls is not None, "the pitfalls command is not installed")
+    assert pitfalls is not None
+    return pitfalls
+
+
+@contextmanager
+def running_server(
+    folder: Path, *, settings: dict[str, str] | None = None, fresh: bool = True
+) -> Iterator[tuple[str, Path]]:
+    """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries);
+    `fresh=False` serves a folder another server already prepared (a second process)."""
+    pitfalls = pitfalls_command()
     clone = folder
-    shutil.copytree(REPO_CONTENT, clone / "content")
+    if fresh:
+        shutil.copytree(REPO_CONTENT, clone / "content")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    log_path = clone.parent / f"serve-{clone.name}.log"
+    env.update(settings or {})
+    log_path = clone.parent / f"serve-{clone.name}-{port}.log"
     log = log_path.open("w")
     process = subprocess.Popen(
         [pitfalls, "serve", "--port", str(port)], cwd=clone, env=env, stdout=log, stderr=log

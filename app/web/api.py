@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from app import storage
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
@@ -91,7 +92,7 @@ def search(
     tag: str | None = Query(
         None, description="Only entries with this tag", examples=["checkpoint"]
     ),
-    page: int = Query(1, ge=1),
+    page: int = Query(1, ge=1, le=10_000),
     limit: int | None = Query(None, ge=1, le=200),
 ) -> dict:
     result = service.search(
@@ -221,8 +222,13 @@ async def create_entry(
     request: Request, response: Response, session: SessionDep, principal: Editor
 ) -> EntryDetails:
     body = await read_json(request, EntryWrite)
-    entry, _ = save_draft(
-        session, markdown=body.markdown, message=body.message, actor=principal, source="api"
+    entry, _ = await run_in_threadpool(
+        save_draft,
+        session,
+        markdown=body.markdown,
+        message=body.message,
+        actor=principal,
+        source="api",
     )
     response.headers["Location"] = f"/api/v1/entries/{entry.id}"
     return _details(session, response, entry.id)
@@ -241,7 +247,8 @@ async def update_entry(
 ) -> EntryDetails:
     base = _if_match(request)
     body = await read_json(request, EntryWrite)
-    save_draft(
+    await run_in_threadpool(
+        save_draft,
         session,
         markdown=body.markdown,
         message=body.message,
@@ -299,7 +306,9 @@ def changes(
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
     shared = request.app.state.matchers.current()
-    return draft_out(session, body.markdown, body.entry_id, body.paste, shared)
+    return await run_in_threadpool(
+        draft_out, session, body.markdown, body.entry_id, body.paste, shared
+    )
 
 
 def draft_out(

@@ -13,6 +13,7 @@ from app.accounts import AccountError
 from app.catalog import NotFound
 from app.search import IndexUnavailable, SearchTooSlow
 from app.web.auth import LoginRequired, login_url
+from app.web.headers import add_security_headers
 from app.wiki import EditConflict, SaveRefused
 
 logger = logging.getLogger("pitfalls")
@@ -59,9 +60,15 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(
+        response = error_response(
             request, 500, "Something went wrong on our side; the error was logged."
         )
+        # This handler answers outside the middleware that adds them to every other response.
+        return add_security_headers(response, request.url.path)
+
+    @app.exception_handler(OverflowError)
+    async def _too_large_number(request: Request, exc: OverflowError) -> Response:
+        return error_response(request, 422, "A number in the request is too large.")
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> Response:

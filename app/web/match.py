@@ -8,7 +8,7 @@ from fastapi.responses import HTMLResponse
 from app.answers import Answer, answer_paste
 from app.web.auth import form_fields, read_access
 from app.web.deps import SettingsDep
-from app.web.limits import read_limited_body
+from app.web.limits import BODY_OVERHEAD_BYTES, PASTE_TOO_LARGE, read_limited_body
 from app.web.offload import run_within_budget
 
 router = APIRouter(dependencies=[Depends(read_access)])
@@ -61,9 +61,14 @@ async def _answer(request: Request, text: str) -> Answer:
     openapi_extra=_BODY_DOC,
 )
 async def match_api(request: Request, settings: SettingsDep) -> Answer:
-    body = await read_limited_body(request, settings.max_paste_bytes)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "application/json":
+    is_json = content_type == "application/json"
+    # JSON escapes a character in up to six bytes (\u00e9); the text itself is held to the limit.
+    limit = settings.max_paste_bytes * (6 if is_json else 1) + (
+        BODY_OVERHEAD_BYTES if is_json else 0
+    )
+    body = await read_limited_body(request, limit)
+    if is_json:
         try:
             payload = json.loads(body or b"null")
         except (ValueError, RecursionError):
@@ -71,6 +76,8 @@ async def match_api(request: Request, settings: SettingsDep) -> Answer:
         if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
             raise HTTPException(422, 'Send a JSON object with a "text" string: {"text": "..."}.')
         text = payload["text"]
+        if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
+            raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
     else:
         text = _decode(body)
     return await _answer(request, text)
@@ -95,6 +102,6 @@ def match_form(request: Request):
 async def match_page(request: Request, settings: SettingsDep):
     # The size limit applies while the body is read, before anything is decoded.
     text = (await form_fields(request)).get("text", "")
-    if len(text.encode("utf-8")) > settings.max_paste_bytes:
-        raise HTTPException(413, f"The paste is larger than {settings.max_paste_bytes:,} bytes.")
+    if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
+        raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
     return _page(request, text, await _answer(request, text) if text.strip() else None)

@@ -75,7 +75,7 @@ def search_page(
     q: str = Query("", max_length=2000),
     kind: str | None = None,
     tag: str | None = None,
-    page: int = Query(1, ge=1),
+    page: int = Query(1, ge=1, le=10_000),
 ):
     result = service.search(q, kind=kind, tag=tag, page=page, limit=settings.search_page_size)
     alternate = str(request.url.replace(path="/api/v1/search").path)

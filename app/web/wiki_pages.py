@@ -8,6 +8,7 @@ renders the editor again with the text as typed: nothing a person wrote is ever 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from app import storage
 from app.catalog import NotFound
@@ -115,8 +116,8 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     try:
-        entry, _ = save_draft(
-            session, markdown=markdown, message=message, actor=principal, source="web"
+        entry, _ = await run_in_threadpool(
+            save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
         )
     except SaveRefused as exc:
         return _editor(
@@ -145,7 +146,8 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         "paste": form.get("paste", ""),
     }
     try:
-        save_draft(
+        await run_in_threadpool(
+            save_draft,
             session,
             markdown=markdown,
             message=message,

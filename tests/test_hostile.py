@@ -1,0 +1,209 @@
+"""Hostile input against a real server: every request is bounded, none is a 500, health answers.
+
+The inputs are the ones an audit found stalling or crashing the first version: each answered
+here within a second while `/api/v1/health` keeps answering within 100 ms.
+"""
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import entry_text, get, pitfalls_command, running_server
+
+pytestmark = pytest.mark.e2e
+
+BUDGET_MS = "700"
+# Each was measured before the fix (parse time on this kind of machine): 27 s, 0.6 s, ...
+PASTES = {
+    "a frame line then 64,000 spaces": 'Traceback (most recent call last):\n  File "x.py", '
+    "line 1, in f" + " " * 64_000 + "x\nValueError: boom",
+    "32,000 autolinks": "<http://" * 32_000,
+    "a 1 MB [W] Warning: line": "[W] Warning: " + "x (function " * 76_000,
+    "a megabyte of one-line errors": ("ValueError: \n[1,\n" * 60_000)[:990_000],
+    "nested Markdown links": "[a](http://" * 90_000,
+    "torch then 60,000 spaces": "torch" + " " * 60_000 + "x",
+    "deep C++ frames": "frame #0: " + " (0x1 in " * 100_000,
+}
+QUERIES = {
+    "26 one-letter wildcards": " ".join(f"{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
+    "a range over everything": "[a TO z]",
+    "a field range": "title:[a TO zzzz]",
+    "double negation": "NOT NOT cuda",
+    "a quoted phrase": '"out of memory"',
+    "a lone star": "*",
+    "many two-letter wildcards": " ".join(f"c{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
+    "2,000 characters": "cuda " * 400,
+}
+
+
+def _timed(call) -> tuple[float, int, str]:
+    started = time.perf_counter()
+    try:
+        with call() as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read().decode()
+    return time.perf_counter() - started, status, body
+
+
+def _post(url: str, body: bytes, content_type: str, token: str | None = None):
+    headers = {"Content-Type": content_type}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    return lambda: urllib.request.urlopen(request, timeout=30)
+
+
+def _with_health_watch(base: str, call) -> tuple[tuple[float, int, str], float]:
+    """Run `call` while asking for health every 20 ms; the slowest health answer in seconds."""
+    slowest = 0.0
+    done = threading.Event()
+
+    def watch() -> None:
+        nonlocal slowest
+        while not done.is_set():
+            started = time.perf_counter()
+            status, _ = get(base + "/api/v1/health")
+            assert status == 200
+            slowest = max(slowest, time.perf_counter() - started)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        time.sleep(0.05)
+        outcome = _timed(call)
+    finally:
+        done.set()
+        watcher.join()
+    return outcome, slowest
+
+
+@pytest.fixture(scope="module")
+def bounded_server(tmp_path_factory):
+    settings = {"PITFALLS_MATCH_BUDGET_MS": BUDGET_MS, "PITFALLS_SEARCH_BUDGET_MS": BUDGET_MS}
+    with running_server(tmp_path_factory.mktemp("hostile"), settings=settings) as started:
+        yield started
+
+
+@pytest.mark.parametrize("name", list(PASTES))
+def test_a_crafted_paste_is_answered_within_a_second_while_health_answers(bounded_server, name):
+    base, _ = bounded_server
+    body = json.dumps({"text": PASTES[name]}).encode()
+    (elapsed, status, answer), slowest_health = _with_health_watch(
+        base, _post(base + "/api/v1/match", body, "application/json")
+    )
+    assert status in (200, 503), answer
+    if status == 503:
+        assert "took longer than" in json.loads(answer)["error"]["message"]
+    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"
+    assert slowest_health < 0.1, f"health took {slowest_health * 1000:.0f} ms during {name}"
+
+
+def test_the_form_takes_what_the_api_takes(bounded_server):
+    """A 360 KB Chinese paste: nine bytes a character once percent-encoded."""
+    base, _ = bounded_server
+    paste = "RuntimeError: CUDA out of memory. 显存不足 " + "显存" * 60_000
+    body = urllib.parse.urlencode({"text": paste}).encode()
+    _, status, page = _timed(_post(base + "/match", body, "application/x-www-form-urlencoded"))
+    assert status == 200, page[:500]
+    api = _timed(_post(base + "/api/v1/match", paste.encode(), "text/plain; charset=utf-8"))
+    assert api[1] == 200
+
+
+@pytest.mark.parametrize("name", list(QUERIES))
+def test_a_crafted_query_is_answered_within_a_second_while_health_answers(bounded_server, name):
+    base, _ = bounded_server
+    url = f"{base}/api/v1/search?q={urllib.parse.quote(QUERIES[name])}"
+    (elapsed, status, answer), slowest_health = _with_health_watch(
+        base, lambda: urllib.request.urlopen(url, timeout=30)
+    )
+    assert status in (200, 503), answer
+    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"
+    assert slowest_health < 0.1, f"health took {slowest_health * 1000:.0f} ms during {name}"
+    page = _timed(
+        lambda: urllib.request.urlopen(
+            f"{base}/search?q={urllib.parse.quote(QUERIES[name])}", timeout=30
+        )
+    )
+    assert page[1] in (200, 503)
+
+
+def test_a_paste_past_the_budget_gets_503_and_the_server_goes_on(bounded_server):
+    base, _ = bounded_server
+    paste = ("ValueError: \n[1,\n" * 60_000)[:990_000]
+    elapsed, status, _ = _timed(_post(base + "/api/v1/match", paste.encode(), "text/plain"))
+    assert status in (200, 503) and elapsed < 1.0
+    ok = _timed(_post(base + "/api/v1/match", b"RuntimeError: CUDA out of memory.", "text/plain"))
+    assert ok[1] == 200 and json.loads(ok[2])["known"]
+
+
+def _write_token(clone: Path) -> str:
+    env = {"PATH": str(Path(pitfalls_command()).parent) + ":/usr/bin:/bin"}
+    created = subprocess.run(
+        [pitfalls_command(), "token", "create", "--name", "race", "--scope", "write"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return created.stdout.strip()
+
+
+def test_ten_parallel_creates_of_one_id_over_two_servers_make_exactly_one(tmp_path):
+    clone = tmp_path / "clone"
+    with running_server(clone) as (first, _), running_server(clone, fresh=False) as (second, _):
+        token = _write_token(clone)
+        markdown = entry_text("raced-entry", title="Raced entry", summary="One of ten.")
+        body = json.dumps({"markdown": markdown, "message": "race"}).encode()
+        calls = [
+            _post(f"{base}/api/v1/entries", body, "application/json", token)
+            for base in [first, second] * 5
+        ]
+        with ThreadPoolExecutor(10) as pool:
+            outcomes = list(pool.map(_timed, calls))
+        statuses = sorted(status for _, status, _ in outcomes)
+        assert statuses == [201] + [409] * 9, [o[2][:200] for o in outcomes]
+        status, revisions = get(f"{first}/api/v1/entries/raced-entry/revisions")
+        assert status == 200 and len(json.loads(revisions)) == 1
+
+
+def test_a_truncated_index_segment_is_survived_reported_and_healed(tmp_path):
+    with running_server(tmp_path / "clone") as (base, clone):
+        query = f"{base}/api/v1/search?q=cuda"
+        assert json.loads(get(query)[1])["total"] > 0
+        index_dir = clone / "data" / "index"
+        generation = index_dir / (index_dir / "CURRENT").read_text().strip()
+        segments = [p for p in generation.iterdir() if p.suffix in (".seg", ".trm", ".pst")]
+        assert segments, sorted(p.name for p in generation.iterdir())
+        for path in segments:
+            with path.open("r+b") as handle:
+                handle.truncate(path.stat().st_size // 3)
+        statuses, reported = [], False
+        for word in ["cuda", "memory", "tensor", "gradient", "loader"]:
+            status, _ = get(f"{base}/api/v1/search?q={word}")
+            statuses.append(status)
+            if status == 503 and not reported:
+                reported = json.loads(get(base + "/api/v1/health")[1])["status"] == "degraded"
+        assert set(statuses) <= {200, 503}, statuses
+        assert 503 in statuses
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            health = json.loads(get(base + "/api/v1/health")[1])
+            status, body = get(query)
+            if status == 200 and health["status"] == "ok":
+                break
+            reported = reported or health["status"] == "degraded"
+            time.sleep(0.5)
+        assert status == 200 and json.loads(body)["total"] > 0
+        assert health["index"]["healthy"] is True
+        assert reported, "health never said the index was unhealthy"
