@@ -1,10 +1,13 @@
-"""Accounts, API tokens, login throttling and the audit log: who may do what, and who did.
+"""Accounts, API tokens, login sessions and throttling, and the audit log: who may do what.
 
 Everything here works on a `Session` and leaves the commit to the caller, so a write and its audit
-record land in one transaction. The web layer and the CLI both call these functions.
+record land in one transaction. `authenticate` is the exception: it commits the count of an attempt
+before it checks the password, so that every process sees the count at once. The web layer and the
+CLI both call these functions.
 """
 
 import hashlib
+import math
 import re
 import secrets
 from dataclasses import dataclass
@@ -13,18 +16,33 @@ from typing import Literal
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import Engine, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, delete, func, select
 
-from app.models import ROLES, TOKEN_SCOPES, ApiToken, AuditEvent, LoginFailure, User, utcnow
+from app.models import (
+    ROLES,
+    TOKEN_SCOPES,
+    ApiToken,
+    AuditEvent,
+    LoginSession,
+    LoginThrottle,
+    User,
+    utcnow,
+)
 
 ROLE_RANK = {"": -1, "reader": 0, "editor": 1, "admin": 2}
 SCOPE_ROLE = {"read": "reader", "write": "editor"}
 TOKEN_PREFIX = "pft_"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MIN_PASSWORD_LENGTH = 8
-# Failed logins allowed per window: per account name, and per client address (many names).
-LOGIN_WINDOW = timedelta(minutes=15)
-MAX_FAILURES_PER_NAME = 5
+# Login throttling. Per (name, address) pair: a few free attempts, then waits that double, so a
+# guesser elsewhere never locks the real user out. Per address, over all names: a cap per window.
+PAIR_FREE_ATTEMPTS = 5
+PAIR_FIRST_WAIT = timedelta(seconds=30)
+PAIR_LONGEST_WAIT = timedelta(hours=1)
+PAIR_MEMORY = timedelta(days=1)  # a pair's count is forgotten a day after its last attempt
+ADDRESS_WINDOW = timedelta(minutes=15)
 MAX_FAILURES_PER_ADDRESS = 20
 LAST_USE_GRANULARITY = timedelta(minutes=1)  # a token's last use is not rewritten every request
 
@@ -105,11 +123,6 @@ def _hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
-def session_version(user: User) -> str:
-    """Changes with the password, so that changing it ends the user's other sessions."""
-    return hashlib.sha256(user.password_hash.encode()).hexdigest()[:16]
-
-
 def get_user(session: Session, name: str) -> User | None:
     return session.exec(select(User).where(User.name == name)).first()
 
@@ -151,6 +164,8 @@ def set_password(session: Session, *, name: str, password: str, actor: Principal
     user = _existing_user(session, name)
     user.password_hash = _hash_password(password)
     session.add(user)
+    # Whoever knew the old password may be logged in with it: every session of the user ends.
+    session.exec(delete(LoginSession).where(LoginSession.user_id == user.id))
     audit(session, actor, "user.password", name)
     return user
 
@@ -160,45 +175,164 @@ def _admin_count(session: Session) -> int:
     return session.exec(query).one()
 
 
-def _failures_since(session: Session, column, value: str, since: datetime) -> int:
-    query = (
-        select(func.count())
-        .select_from(LoginFailure)
-        .where(column == value, col(LoginFailure.at) >= since)
+# ---- logging in: throttling shared by every process -----------------------------------------
+
+
+def pair_wait(attempts: int) -> timedelta:
+    """How long a (name, address) pair waits after `attempts` counted attempts."""
+    if attempts < PAIR_FREE_ATTEMPTS:
+        return timedelta(0)
+    doublings = min(attempts - PAIR_FREE_ATTEMPTS, 20)
+    return min(PAIR_FIRST_WAIT * 2**doublings, PAIR_LONGEST_WAIT)
+
+
+def _insert_if_missing(session: Session, row: dict) -> None:
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.exec(insert(LoginThrottle).values(**row).on_conflict_do_nothing())
+
+
+def _throttle_key(kind: str, name: str, address: str):
+    return (
+        LoginThrottle.kind == kind,
+        LoginThrottle.name == name,
+        LoginThrottle.address == address,
     )
-    return session.exec(query).one()
 
 
-def authenticate(session: Session, *, name: str, password: str, address: str) -> User | None:
+def _next_count(kind: str, failures: int, first_at: datetime, last_at: datetime, now: datetime):
+    """(seconds to wait, or 0 and the row's new failures and first_at) for one more attempt."""
+    if kind == "pair":
+        if last_at <= now - PAIR_MEMORY:
+            failures = 0
+        wait = last_at + pair_wait(failures) - now if failures else timedelta(0)
+        return wait.total_seconds(), failures + 1, first_at if failures else now
+    if first_at <= now - ADDRESS_WINDOW:  # a new window
+        return 0.0, 1, now
+    if failures >= MAX_FAILURES_PER_ADDRESS:
+        return (first_at + ADDRESS_WINDOW - now).total_seconds(), failures, first_at
+    return 0.0, failures + 1, first_at
+
+
+def _count_attempt(engine: Engine, name: str, address: str, now: datetime) -> None:
+    """Count one attempt for the pair and the address, or raise TooManyAttempts.
+
+    Compare-and-set: each row is updated only if it still holds what was read, so two processes
+    that read the same count cannot both take the last free attempt; the loser reads again. The
+    count is committed before the password is checked (and given back on success).
+    """
+    keys = [("pair", name, address), ("address", "", address)]
+    with Session(engine) as session:
+        for _ in range(50):
+            for kind, key_name, key_address in keys:
+                # On SQLite this first write also takes the database's write lock, so the rest of
+                # the transaction runs alone; on PostgreSQL the compare-and-set below does the work.
+                row = {"kind": kind, "name": key_name, "address": key_address}
+                _insert_if_missing(session, {**row, "failures": 0, "first_at": now, "last_at": now})
+            plans = []
+            for kind, key_name, key_address in keys:
+                current = session.exec(
+                    select(
+                        LoginThrottle.failures, LoginThrottle.first_at, LoginThrottle.last_at
+                    ).where(*_throttle_key(kind, key_name, key_address))
+                ).one()
+                wait, failures, first_at = _next_count(kind, *current, now)
+                if wait > 0:
+                    session.rollback()
+                    raise TooManyAttempts(max(1, math.ceil(wait)))
+                plans.append((kind, key_name, key_address, current, failures, first_at))
+            swapped = all(
+                session.exec(
+                    update(LoginThrottle)
+                    .where(
+                        *_throttle_key(kind, key_name, key_address),
+                        LoginThrottle.failures == old[0],
+                        LoginThrottle.last_at == old[2],
+                    )
+                    .values(failures=failures, first_at=first_at, last_at=now)
+                ).rowcount
+                == 1
+                for kind, key_name, key_address, old, failures, first_at in plans
+            )
+            if swapped:
+                session.commit()
+                return
+            session.rollback()  # another process counted first: read again
+    raise TooManyAttempts(1)
+
+
+def authenticate(
+    engine: Engine, *, name: str, password: str, address: str, now: datetime | None = None
+) -> User | None:
     """The user whose name and password these are, or None; TooManyAttempts when throttled.
 
-    A failure is recorded (the caller commits either way); a success clears the name's failures.
+    Blocking (argon2 takes tens of milliseconds, and it commits): call it from a worker thread.
+    The attempt is counted first, for the (name, address) pair and for the address, in its own
+    committed transaction; a success gives both back (the pair's count is cleared).
     """
+    now = now or utcnow()
+    name_key, address = name[:100], address[:100]
+    _count_attempt(engine, name_key, address, now)
+    with Session(engine, expire_on_commit=False) as session:
+        user = get_user(session, name)
+        try:
+            _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
+            verified = user is not None
+        except (VerificationError, InvalidHashError):
+            verified = False
+        if not verified or user is None:
+            session.exec(
+                delete(LoginThrottle).where(col(LoginThrottle.last_at) < now - PAIR_MEMORY)
+            )
+            audit(session, ANONYMOUS, "login.failed", name[:200], f"from {address}")
+            session.commit()
+            return None
+        if _hasher.check_needs_rehash(user.password_hash):
+            user.password_hash = _hasher.hash(password)
+        user.last_login_at = now
+        session.add(user)
+        session.exec(delete(LoginThrottle).where(*_throttle_key("pair", name_key, address)))
+        session.exec(
+            update(LoginThrottle)
+            .where(*_throttle_key("address", "", address), LoginThrottle.failures > 0)
+            .values(failures=LoginThrottle.failures - 1)
+        )
+        session.commit()
+        return user
+
+
+# ---- login sessions ---------------------------------------------------------------------------
+
+
+def _key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def start_login_session(session: Session, user: User, *, lifetime: timedelta) -> str:
+    """A new session for `user`; returns the key for its cookie (only the key's hash is kept)."""
     now = utcnow()
-    since = now - LOGIN_WINDOW
-    if (
-        _failures_since(session, LoginFailure.name, name, since) >= MAX_FAILURES_PER_NAME
-        or _failures_since(session, LoginFailure.address, address, since)
-        >= MAX_FAILURES_PER_ADDRESS
-    ):
-        raise TooManyAttempts(int(LOGIN_WINDOW.total_seconds()))
-    user = get_user(session, name)
-    try:
-        _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
-        verified = user is not None
-    except (VerificationError, InvalidHashError):
-        verified = False
-    if not verified or user is None:
-        session.exec(delete(LoginFailure).where(col(LoginFailure.at) < now - timedelta(days=1)))
-        session.add(LoginFailure(name=name[:100], address=address[:100], at=now))
-        audit(session, ANONYMOUS, "login.failed", name[:200], f"from {address}")
-        return None
-    if _hasher.check_needs_rehash(user.password_hash):
-        user.password_hash = _hasher.hash(password)
-    user.last_login_at = now
-    session.add(user)
-    session.exec(delete(LoginFailure).where(LoginFailure.name == name))
-    return user
+    session.exec(delete(LoginSession).where(col(LoginSession.expires_at) <= now))
+    key = secrets.token_urlsafe(32)
+    session.add(
+        LoginSession(
+            key_hash=_key_hash(key), user_id=user.id, created_at=now, expires_at=now + lifetime
+        )
+    )
+    return key
+
+
+def login_session_user(session: Session, key: str) -> User | None:
+    """The user of a live session, or None when the key is unknown, ended or expired."""
+    query = (
+        select(User)
+        .join(LoginSession, col(LoginSession.user_id) == col(User.id))
+        .where(LoginSession.key_hash == _key_hash(key), col(LoginSession.expires_at) > utcnow())
+    )
+    return session.exec(query).first()
+
+
+def end_login_session(session: Session, key: str) -> None:
+    session.exec(delete(LoginSession).where(LoginSession.key_hash == _key_hash(key)))
 
 
 def user_principal(user: User) -> Principal:

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlmodel import Field, SQLModel
@@ -23,6 +24,31 @@ SNIPPET_ROLES = ("repro", "fix", "demo")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator):
+    """A moment, always handed back in UTC with its zone, whatever the database.
+
+    SQLite keeps no zone and hands back naive datetimes; PostgreSQL hands back the session's zone.
+    Every time stored here is UTC, so code, pages and the API's JSON (which pydantic writes with a
+    `Z`) see one kind of value on both.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def __init__(self) -> None:
+        super().__init__(timezone=True)
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _entry_fk() -> Column:
@@ -60,8 +86,8 @@ class Entry(SQLModel, table=True):
         default=False,
         description="Written in the wiki (edit, archive, restore) since the file was ingested.",
     )
-    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
-    updated_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
 
 
 class Signature(SQLModel, table=True):
@@ -97,7 +123,7 @@ class Revision(SQLModel, table=True):
     author: str = Field(max_length=200)
     source: str = Field(max_length=10)
     message: str = Field(default="", sa_type=Text)
-    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
 
 
 class Change(SQLModel, table=True):
@@ -111,7 +137,7 @@ class Change(SQLModel, table=True):
     action: str = Field(max_length=10, description="create, update, archive, restore or delete.")
     revision: int | None = None
     actor: str = Field(default="", max_length=200, description="Who wrote it: a user or token.")
-    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
 
 
 class Verification(SQLModel, table=True):
@@ -128,7 +154,7 @@ class Verification(SQLModel, table=True):
     torch_version: str | None = Field(default=None, max_length=50)
     python_version: str = Field(max_length=50)
     platform: str = Field(max_length=200)
-    verified_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
+    verified_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
 
 
 class User(SQLModel, table=True):
@@ -140,8 +166,8 @@ class User(SQLModel, table=True):
     name: str = Field(max_length=100, unique=True)
     role: str = Field(max_length=10)
     password_hash: str = Field(max_length=200)
-    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
-    last_login_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    last_login_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
 
 class ApiToken(SQLModel, table=True):
@@ -155,21 +181,42 @@ class ApiToken(SQLModel, table=True):
     token_hash: str = Field(max_length=64, unique=True)
     prefix: str = Field(max_length=20, description="The first characters, to tell tokens apart.")
     owner: str | None = Field(default=None, max_length=100, description="Who created it.")
-    created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))
-    expires_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
-    revoked_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
-    last_used_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    expires_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    last_used_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
 
-class LoginFailure(SQLModel, table=True):
-    """A failed login, kept for a while so that guessing is slowed down across processes."""
+class LoginSession(SQLModel, table=True):
+    """One browser login. The cookie carries a random key and only its sha256 is kept here, so a
+    copied cookie stops working as soon as the row goes: at logout, when the password changes,
+    or when the session expires."""
 
-    __tablename__ = "login_failure"
+    __tablename__ = "login_session"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(max_length=100, index=True)
-    address: str = Field(max_length=100, index=True)
-    at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True), index=True)
+    key_hash: str = Field(max_length=64, unique=True)
+    user_id: int = Field(
+        sa_column=Column(
+            Integer, ForeignKey("account.id", ondelete="CASCADE"), nullable=False, index=True
+        )
+    )
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    expires_at: datetime = Field(sa_type=UtcDateTime, index=True)
+
+
+class LoginThrottle(SQLModel, table=True):
+    """Counted login attempts, where every process sees them: one row per (name, address) pair
+    (`kind` "pair") and one per address over all names (`kind` "address", `name` empty)."""
+
+    __tablename__ = "login_throttle"
+
+    kind: str = Field(primary_key=True, max_length=10)
+    name: str = Field(primary_key=True, max_length=100)
+    address: str = Field(primary_key=True, max_length=100)
+    failures: int = Field(default=0, description="Attempts counted and not yet forgotten.")
+    first_at: datetime = Field(sa_type=UtcDateTime, description="When the count began.")
+    last_at: datetime = Field(sa_type=UtcDateTime, index=True, description="The latest attempt.")
 
 
 class AuditEvent(SQLModel, table=True):
@@ -178,7 +225,7 @@ class AuditEvent(SQLModel, table=True):
     __tablename__ = "audit_event"
 
     id: int | None = Field(default=None, primary_key=True)
-    at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True), index=True)
+    at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime, index=True)
     actor: str = Field(max_length=200)
     action: str = Field(max_length=50)
     target: str = Field(default="", max_length=200)

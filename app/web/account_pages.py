@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from app.accounts import (
     AccountError,
@@ -46,17 +47,25 @@ def login_form(request: Request, next: str = "/"):
 
 
 @router.post("/login", response_class=HTMLResponse)
-async def login(request: Request, session: SessionDep):
+async def login(request: Request):
     await check_csrf(request)
     form = await form_fields(request)
     name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
+    # The peer's address; behind a reverse proxy, uvicorn puts the X-Forwarded-For address here
+    # when the proxy is trusted (--forwarded-allow-ips, 127.0.0.1 by default).
     address = request.client.host if request.client else "unknown"
     error, retry_after = "Wrong name or password.", None
     try:
-        user = authenticate(session, name=name, password=form.get("password", ""), address=address)
+        # argon2 takes tens of milliseconds of CPU: never on the event loop.
+        user = await run_in_threadpool(
+            authenticate,
+            request.app.state.engine,
+            name=name,
+            password=form.get("password", ""),
+            address=address,
+        )
     except TooManyAttempts as exc:
         user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
-    session.commit()
     if user is None:
         context = {"next": target, "name": name, "error": error}
         response = render(
@@ -65,14 +74,14 @@ async def login(request: Request, session: SessionDep):
         if retry_after:
             response.headers["Retry-After"] = str(retry_after)
         return response
-    log_in(request, user)
+    await run_in_threadpool(log_in, request, user)
     return RedirectResponse(target, status_code=303)
 
 
 @router.post("/logout")
 async def logout(request: Request):
     await check_csrf(request)
-    log_out(request)
+    await run_in_threadpool(log_out, request)
     return RedirectResponse("/", status_code=303)
 
 
@@ -142,7 +151,8 @@ def admin_page(request: Request, session: SessionDep, _: Admin):
 async def admin_add_user(request: Request, session: SessionDep, principal: Admin):
     form = await form_fields(request)
     try:
-        add_user(
+        await run_in_threadpool(  # hashing the password with argon2: off the event loop
+            add_user,
             session,
             name=form.get("name", "").strip(),
             role=form.get("role", ""),

@@ -4,10 +4,18 @@ A route that writes asks for `Depends(require("editor"))` (or "admin"). The chec
 body is read, so a refused caller never gets as far as validation. Browser sessions must also
 send the CSRF token of their session, as a form field or an `X-CSRF-Token` header; bearer
 tokens carry no ambient authority and need none.
+
+Only the `Bearer` scheme of `Authorization` is read. Any other (a proxy's `Basic` login, which a
+browser sends by itself) is ignored: it neither refuses a public page nor stands in for the CSRF
+token.
+
+The session cookie is signed and holds a random key; the login it stands for lives in the
+database (`login_session`), so logging out ends the key for whoever else has a copy.
 """
 
 import secrets
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Annotated
 from urllib.parse import parse_qs, quote
 
@@ -17,7 +25,9 @@ from sqlmodel import Session
 from app.accounts import (
     ANONYMOUS,
     Principal,
-    session_version,
+    end_login_session,
+    login_session_user,
+    start_login_session,
     token_principal,
     user_principal,
 )
@@ -42,13 +52,18 @@ def session_secret(settings: Settings) -> str:
     return read_or_create(settings.data_dir / "secret_key", fresh).decode().strip()
 
 
-def _bearer(request: Request, header: str) -> Principal:
-    scheme, _, credentials = header.partition(" ")
+def bearer_token(request: Request) -> str | None:
+    """The credentials of `Authorization: Bearer ...` ("" when empty); None for any other scheme."""
+    scheme, _, credentials = request.headers.get("authorization", "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+def _bearer(request: Request, secret: str) -> Principal:
     challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-    if scheme.lower() != "bearer" or not credentials.strip():
+    if not secret:
         raise HTTPException(401, "Send the token as 'Authorization: Bearer <token>'.", challenge)
     with Session(request.app.state.engine) as session:
-        principal = token_principal(session, credentials.strip())
+        principal = token_principal(session, secret)
         session.commit()  # the token's last use
     if principal is None:
         raise HTTPException(401, "The token is unknown, expired or revoked.", challenge)
@@ -58,13 +73,15 @@ def _bearer(request: Request, header: str) -> Principal:
 def _session_user(request: Request) -> Principal:
     if "session" not in request.scope:  # an error page rendered outside the session middleware
         return ANONYMOUS
-    user_id = request.session.get("uid")
-    if user_id is None:
+    key = request.session.get("sid")
+    if not key:
+        if "uid" in request.session:  # a cookie from before sessions were kept server-side
+            request.session.clear()
         return ANONYMOUS
     with Session(request.app.state.engine) as session:
-        user = session.get(User, user_id)
-    if user is None or request.session.get("sv") != session_version(user):
-        request.session.clear()  # removed, or the password changed since this login
+        user = login_session_user(session, key)
+    if user is None:
+        request.session.clear()  # logged out, expired, or the password changed since
         return ANONYMOUS
     return user_principal(user)
 
@@ -74,8 +91,8 @@ def get_principal(request: Request) -> Principal:
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
-    header = request.headers.get("authorization")
-    principal = _bearer(request, header) if header else _session_user(request)
+    secret = bearer_token(request)
+    principal = _bearer(request, secret) if secret is not None else _session_user(request)
     request.state.principal = principal
     return principal
 
@@ -89,12 +106,23 @@ def page_principal(request: Request) -> Principal:
 
 
 def log_in(request: Request, user: User) -> None:
-    request.session.clear()  # a new session id for the new privilege level
-    request.session.update({"uid": user.id, "sv": session_version(user), "csrf": _new_token()})
+    """Start a session for `user` (a database write: call it from a worker thread)."""
+    lifetime = timedelta(days=request.app.state.settings.session_days)
+    with Session(request.app.state.engine) as session:
+        key = start_login_session(session, user, lifetime=lifetime)
+        session.commit()
+    request.session.clear()  # a new key and CSRF token for the new privilege level
+    request.session.update({"sid": key, "csrf": _new_token()})
     request.state.principal = user_principal(user)
 
 
 def log_out(request: Request) -> None:
+    """End the session in the database too, so that a copy of the cookie is worth nothing."""
+    key = request.session.get("sid")
+    if key:
+        with Session(request.app.state.engine) as session:
+            end_login_session(session, key)
+            session.commit()
     request.session.clear()
     request.state.principal = ANONYMOUS
 
@@ -128,7 +156,7 @@ async def form_fields(request: Request) -> dict[str, str]:
 
 async def check_csrf(request: Request) -> None:
     """Refuse a write that a browser session makes without its CSRF token."""
-    if request.headers.get("authorization"):
+    if bearer_token(request) is not None:  # a token is sent on purpose, never by a browser itself
         return
     expected = request.session.get("csrf")
     sent = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get(CSRF_FIELD)
