@@ -43,6 +43,7 @@ MAX_TERM_EXPANSION = 64
 MIN_WILDCARD_PREFIX = 2
 MAX_MULTI_TERMS = 8  # per query; further wildcards count as their literal text
 MAX_IDLE_SEARCHERS = 4
+MAX_QUERY_WORDS = 32  # a pasted log is searched by its first words; each word costs a matcher
 _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
 
@@ -365,7 +366,7 @@ class SearchService:
         self.catch_up()
         if self._damaged:
             raise IndexUnavailable(self._damaged)
-        text = text.strip()
+        text = " ".join(text.split()[:MAX_QUERY_WORDS])
         page = max(1, page)
         budget = Budget(self.budget_ms / 1000).within(current_budget())
         try:

@@ -163,7 +163,7 @@ def test_ten_parallel_creates_of_one_id_over_two_servers_make_exactly_one(tmp_pa
     clone = tmp_path / "clone"
     with running_server(clone) as (first, _), running_server(clone, fresh=False) as (second, _):
         token = _write_token(clone)
-        markdown = entry_text("raced-entry", title="Raced entry", summary="One of ten.")
+        markdown = entry_text("raced-entry", title="Raced entry")
         body = json.dumps({"markdown": markdown, "message": "race"}).encode()
         calls = [
             _post(f"{base}/api/v1/entries", body, "application/json", token)

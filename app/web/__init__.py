@@ -1,5 +1,6 @@
 """The FastAPI application factory: nothing is opened until `create_app` runs."""
 
+import contextlib
 import os
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ from app import __version__
 from app.answers import MatcherCache
 from app.bootstrap import prepare_data
 from app.resources import resource_dir
-from app.search import SearchService
+from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine
 from app.web import account_pages, api, match, pages, wiki_pages
@@ -47,6 +48,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
         # here instead of taking the threads that every other route needs.
         app.state.paste_limiter = work_limiter(max(2, os.cpu_count() or 2))
+        # Compile the matcher and open a searcher before the first request, not during it: RE2
+        # compiles holding the GIL, which would stall every other request for that time.
+        app.state.matchers.current()
+        with contextlib.suppress(IndexUnavailable):
+            app.state.search.search("cuda", limit=1, highlights=False, facets=False)
         try:
             yield
         finally:

@@ -1,0 +1,214 @@
+"""Bounded work and no 500s: the parser stays linear, budgets stop work, odd input gets a 4xx."""
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from app.budget import Budget, BudgetExceeded
+from app.settings import load_settings
+from app.tracebacks import parse_traceback
+from tests.conftest import REPO_CONTENT
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """One app over the repository's entries for the read-only tests of this module."""
+    from app.web import create_app
+
+    data = tmp_path_factory.mktemp("bounded")
+    app = create_app(load_settings(data_dir=data / "data", content_dir=REPO_CONTENT))
+    with TestClient(app) as started:
+        yield started
+
+
+# Pieces of the parser's own patterns: repeating them is what made the old patterns backtrack.
+PIECES = [
+    'File "a.py", line 1, in f',
+    " ",
+    "<http://",
+    "[W] Warning: ",
+    " (function ",
+    "[a](http://",
+    "torch ",
+    "torch.Size([",
+    "[1,",
+    "frame #0: ",
+    " (0x1 in ",
+    "a:1: ",
+    "xWarning: ",
+    "│",
+    "╭",
+    "Cell In[1], line 2",
+    ", in ",
+    "ValueError: ",
+    "Exception raised from ",
+    " at ",
+    "\t",
+    '"',
+    "(",
+    ")",
+    "E   ",
+    "[rank0]: ",
+    "2024-01-01 00:00:00 ",
+]
+
+
+def _parse_seconds(text: str) -> float:
+    best = float("inf")
+    for _ in range(3):  # the best of three: noise only ever adds time
+        started = time.perf_counter()
+        parse_traceback(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    prefix=st.sampled_from(["", 'File "a.py", line 1, in f', "ValueError: ", "[W] Warning: "]),
+    unit=st.lists(st.sampled_from(PIECES), min_size=1, max_size=3).map("".join),
+    suffix=st.sampled_from(["", "x", ")", "\n"]),
+)
+@example(prefix='File "a.py", line 1, in f', unit=" ", suffix="x")  # the audit's 22 s case
+@example(prefix="", unit="<http://", suffix="")
+@example(prefix="[W] Warning: ", unit="x (function ", suffix="")
+@example(prefix="", unit="torch ", suffix="x")
+def test_doubling_an_adversarial_line_doubles_the_parse_time(prefix, unit, suffix):
+    repeat = max(1, 16_000 // len(unit))
+    once = _parse_seconds(prefix + unit * repeat + suffix)
+    twice = _parse_seconds(prefix + unit * (2 * repeat) + suffix)
+    # Linear work doubles (2x); quadratic quadruples (4x). A floor keeps timer noise out.
+    assert twice < 3.0 * max(once, 0.005), (prefix, unit, suffix, once, twice)
+
+
+def test_a_budget_stops_the_parser_part_way():
+    paste = "ValueError: \n[1,\n" * 100_000
+    budget = Budget(0.02)
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceeded):
+        budget.run(parse_traceback, paste)
+    assert time.perf_counter() - started < 0.5
+
+
+def test_without_a_budget_a_crafted_line_parses_at_once():
+    started = time.perf_counter()
+    parsed = parse_traceback('  File "x.py", line 1, in f' + " " * 64_000 + "x\nValueError: boom")
+    assert time.perf_counter() - started < 0.5
+    assert parsed.final is not None and parsed.final.message == "boom"
+
+
+def test_a_paste_past_its_budget_is_a_503_with_a_sentence(make_settings, repo_content):
+    from app.web import create_app
+
+    app = create_app(make_settings(repo_content, match_budget_ms=50))
+    with TestClient(app) as client:
+        response = client.post(
+            "/api/v1/match", content=("ValueError: \n[1,\n" * 55_000).encode(), headers={}
+        )
+        assert response.status_code == 503
+        assert "took longer than the server allows (50 ms)" in response.json()["error"]["message"]
+        assert client.post("/api/v1/match", content=b"RuntimeError: boom").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        ("GET", "/api/v1/search?page=9223372036854775808", None),
+        ("GET", "/api/v1/search?limit=99999999999999999999999", None),
+        ("GET", "/api/v1/changes?before=9223372036854775808", None),
+        ("GET", "/api/v1/entries/cuda-out-of-memory/revisions/9223372036854775808", None),
+        ("GET", "/entries/cuda-out-of-memory/revisions/99999999999999999999", None),
+        ("GET", "/entries/cuda-out-of-memory/snippets/99999999999999999999.py", None),
+        ("GET", "/search?q=x&page=9223372036854775808", None),
+        ("POST", "/api/v1/match", "[" * 100_000 + "]" * 100_000),
+        ("POST", "/api/v1/match", '{"text": ' + "[" * 50_000 + "]" * 50_000 + "}"),
+    ],
+)
+def test_odd_input_gets_a_4xx_never_a_500(client, method, url, body):
+    headers = {"Content-Type": "application/json"} if body else {}
+    response = client.request(method, url, content=body, headers=headers)
+    assert 400 <= response.status_code < 500, response.text[:300]
+
+
+@pytest.mark.parametrize("query", ["NOT NOT cuda", '"out of memory"', "a* b* c*", "[a TO z]", ")("])
+def test_a_query_whose_syntax_fails_is_searched_as_words(client, query):
+    response = client.get("/api/v1/search", params={"q": query})
+    assert response.status_code == 200, response.text[:300]
+
+
+def test_a_lone_surrogate_in_a_paste_is_replaced_not_a_500(client):
+    body = '{"text": "RuntimeError: CUDA out of memory. \\ud800 Tried to allocate 2.00 GiB"}'
+    response = client.post(
+        "/api/v1/match", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 200
+    assert response.json()["known"]
+
+
+def test_a_500_page_still_carries_the_security_headers(make_settings, content_dir):
+    from app.web import create_app
+
+    app = create_app(make_settings(content_dir))
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+    assert response.status_code == 500
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_a_client_that_leaves_mid_body_is_one_info_line(make_settings, content_dir, caplog):
+    from app.web import create_app
+
+    app = create_app(make_settings(content_dir))
+    messages = [
+        {"type": "http.request", "body": b'{"text": "Runtime', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/match",
+        "raw_path": b"/api/v1/match",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"test")],
+        "client": ("127.0.0.1", 1234),
+        "server": ("test", 80),
+    }
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            await app(scope, receive, send)
+
+    with caplog.at_level(logging.INFO, logger="pitfalls"):
+        asyncio.run(run())
+    records = [r for r in caplog.records if r.name == "pitfalls"]
+    assert [r.levelno for r in records] == [logging.INFO], [r.getMessage() for r in records]
+    assert "went away" in records[0].getMessage() and not records[0].exc_info
+    assert json.dumps(sent[0]["status"]) == "499"
