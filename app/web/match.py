@@ -68,6 +68,8 @@ async def match_api(request: Request, settings: SettingsDep) -> Answer:
         BODY_OVERHEAD_BYTES if is_json else 0
     )
     body = await read_limited_body(request, limit)
+    if not body:
+        raise HTTPException(422, 'Send the paste as the body: JSON {"text": "..."} or plain text.')
     if is_json:
         try:
             payload = json.loads(body or b"null")
