@@ -21,8 +21,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 from sqlmodel import Session
-from whoosh import index as whoosh_index
 from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
 from whoosh.index import LockError
 
 from app import storage
@@ -99,6 +99,12 @@ def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
     }
 
 
+def _storage(generation: Path) -> FileStorage:
+    # Plain reads, never mmap: a segment truncated under a process must be an error it can
+    # handle (a rebuild), not a SIGBUS that kills it.
+    return FileStorage(str(generation), supports_mmap=False)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -150,7 +156,7 @@ def rebuild_index(
     generation.mkdir()
     try:
         seq, docs = documents(engine)
-        ix = whoosh_index.create_in(str(generation), build_schema(cjk))
+        ix = _storage(generation).create_index(build_schema(cjk))
         writer = ix.writer(limitmb=256, procs=1)
         try:
             for doc in docs:
@@ -206,7 +212,7 @@ def update_index(engine: Engine, index_dir: Path) -> IndexState:
             for entry_id, entry in entries.items()
             if not entry.archived
         }
-    ix = whoosh_index.open_dir(str(state.generation))
+    ix = _storage(state.generation).open_index()
     try:
         writer = ix.writer(timeout=0)
     except LockError:
