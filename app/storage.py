@@ -148,7 +148,8 @@ def all_snippets(session: Session, *, entry_ids: Sequence[str] = ()) -> Sequence
 
 
 def latest_verifications(session: Session, *, entry_id: str) -> list[Verification]:
-    """The newest result of each snippet of the entry, for the code it has now."""
+    """The newest result of each snippet of the entry, for the code and role it has now: a
+    snippet changed in a revision (or turned from a fix into a repro) is unverified until run."""
     current = {s.position: s for s in entry_snippets(session, entry_id=entry_id)}
     query = (
         select(Verification)
@@ -160,7 +161,7 @@ def latest_verifications(session: Session, *, entry_id: str) -> list[Verificatio
         snippet = current.get(row.snippet_position)
         if snippet is None or row.snippet_position in latest:
             continue
-        if content_hash(snippet.code) == row.code_hash:
+        if content_hash(snippet.code) == row.code_hash and snippet.role == row.role:
             latest[row.snippet_position] = row
     return [latest[p] for p in sorted(latest)]
 
