@@ -100,7 +100,8 @@ def _base(form: dict[str, str]) -> int | None:
 async def check_entry(request: Request, session: SessionDep, _: Editor):
     """The editor's Check button without JavaScript: problems, preview and tester, nothing saved."""
     form = await form_fields(request)
-    return _editor(
+    return await run_in_threadpool(
+        _editor,
         request,
         session,
         markdown=form.get("markdown", ""),
@@ -120,7 +121,8 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
             save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
         )
     except SaveRefused as exc:
-        return _editor(
+        return await run_in_threadpool(
+            _editor,
             request,
             session,
             markdown=markdown,
@@ -157,11 +159,18 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             base_revision=base,
         )
     except SaveRefused as exc:
-        return _editor(
-            request, session, **keep, base_revision=base, refused=exc, status_code=exc.status
+        return await run_in_threadpool(
+            _editor,
+            request,
+            session,
+            **keep,
+            base_revision=base,
+            refused=exc,
+            status_code=exc.status,
         )
     except EditConflict as exc:
-        return _editor(
+        return await run_in_threadpool(
+            _editor,
             request,
             session,
             **keep,
@@ -188,7 +197,7 @@ def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
 
 @router.post("/entries/{entry_id}/archive")
 async def archive_entry(entry_id: str, session: SessionDep, principal: Editor):
-    archive(session, entry_id=entry_id, actor=principal, source="web")
+    await run_in_threadpool(archive, session, entry_id=entry_id, actor=principal, source="web")
     return RedirectResponse(f"/entries/{entry_id}", status_code=303)
 
 
@@ -197,11 +206,14 @@ async def restore_revision(
     entry_id: str, number: int, request: Request, session: SessionDep, principal: Editor
 ):
     try:
-        restore(session, entry_id=entry_id, number=number, actor=principal, source="web")
+        await run_in_threadpool(
+            restore, session, entry_id=entry_id, number=number, actor=principal, source="web"
+        )
     except SaveRefused as exc:
         old = revision_detail(session, entry_id, number)
         current = storage.get_entry(session, entry_id)
-        return _editor(
+        return await run_in_threadpool(
+            _editor,
             request,
             session,
             markdown=old.markdown,
