@@ -159,6 +159,16 @@ def search(
 )
 @click.option("--memory-mb", default=4096, show_default=True, type=click.IntRange(256))
 @click.option("--python", default=sys.executable, show_default="this interpreter")
+@click.option(
+    "--include-wiki",
+    is_flag=True,
+    help="Also run entries edited in the wiki since ingest (inside the sandbox).",
+)
+@click.option(
+    "--unsafe-no-sandbox",
+    is_flag=True,
+    help="Where no sandbox works, run wiki snippets anyway as plain subprocesses of yours.",
+)
 def verify(
     entry_ids: tuple[str, ...],
     as_json: bool,
@@ -166,20 +176,43 @@ def verify(
     timeout_s: float,
     memory_mb: int,
     python: str,
+    include_wiki: bool,
+    unsafe_no_sandbox: bool,
 ) -> None:
-    """Run every snippet: a repro must fail with its own entry's error, a fix or demo exit 0."""
+    """Run every snippet: a repro must fail with its own entry's error, a fix or demo exit 0.
+
+    Snippets run inside a bubblewrap sandbox (no data dir, home, secrets or network) when it works
+    here. By default only entries as their content file has them run; --include-wiki adds the
+    ones edited in the wiki, which without a working sandbox also need --unsafe-no-sandbox.
+    """
+    from sqlalchemy.engine import make_url
+
     from app.bootstrap import prepare_data
+    from app.sandbox import choose_runner
     from app.storage import create_db_engine
-    from app.verification import UnknownEntries, summary_line, verify_entries
+    from app.verification import (
+        CannotVerify,
+        Environment,
+        SandboxRequired,
+        SnippetResult,
+        WikiEntriesNamed,
+        summary_line,
+        verify_entries,
+    )
 
     settings = _settings()
+    keep_out = [settings.data_dir, settings.index_dir]
+    if settings.is_sqlite and make_url(settings.database_url).database:
+        keep_out.append(Path(make_url(settings.database_url).database).parent)
+    runner = choose_runner(python, keep_out=[p for p in keep_out if p is not None])
     engine = create_db_engine(settings)
     prepare_data(settings, engine)
 
-    def started(env, count: int) -> None:
+    def started(env: Environment, count: int) -> None:
         click.echo(f"verifying {count} snippet(s) with {env.description}", err=True)
+        click.echo(f"snippets run {runner.description}", err=True)
 
-    def show(result) -> None:
+    def show(result: SnippetResult) -> None:
         where = f"{result.snippet.label} (line {result.snippet.line})"
         detail = f": {result.reason}" if result.reason else f" ({result.duration_ms} ms)"
         click.echo(f"{result.status:<8} {where}{detail}", err=as_json)
@@ -188,6 +221,9 @@ def verify(
         run = verify_entries(
             engine,
             entry_ids=entry_ids,
+            include_wiki=include_wiki,
+            unsafe_no_sandbox=unsafe_no_sandbox,
+            runner=runner,
             python=python,
             jobs=jobs,
             timeout_s=timeout_s,
@@ -195,10 +231,25 @@ def verify(
             on_start=started,
             on_result=None if as_json else show,
         )
-    except UnknownEntries as exc:
+    except WikiEntriesNamed as exc:
+        raise CannotRun(f"{exc}: add --include-wiki to run their snippets (sandboxed)") from None
+    except SandboxRequired as exc:
+        raise CannotRun(
+            f"{exc}. Refusing: their code comes from the wiki or the API, and unsandboxed it "
+            "could read your files, the data dir and its secret key. Install bubblewrap (the "
+            "Debian package), leave them out (no --include-wiki), or accept the risk with "
+            "--unsafe-no-sandbox."
+        ) from None
+    except CannotVerify as exc:
         raise CannotRun(str(exc)) from None
     finally:
         engine.dispose()
+    if run.left_out:
+        click.echo(
+            f"left out {len(run.left_out)} entr{'y' if len(run.left_out) == 1 else 'ies'} edited "
+            f"in the wiki ({', '.join(run.left_out)}): run them with --include-wiki",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=2))
     else:

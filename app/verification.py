@@ -1,19 +1,26 @@
 """Running every snippet to prove it: a repro must fail with its own entry's error, a fix or a
 demo must exit 0, and a snippet whose requirements are not met is skipped with the reason.
 
-Each snippet runs in a fresh interpreter, in its own temporary folder and process group, with a
-time limit and a memory cap; several run at once.
+Each snippet runs in a fresh interpreter, inside the bubblewrap sandbox of `app.sandbox` when it
+works here, in its own temporary folder and process group, with a time limit and a memory cap;
+several run at once. One snippet that cannot be run (a bad option, an unexpected error) is a
+failed result for that snippet alone: the others still run and every result is stored.
+
+Which snippets run: by default those of entries as their `content/` file has them (not edited in
+the wiki since ingest); the wiki's versions only when asked (`include_wiki`), and only inside the
+sandbox unless the caller accepts the risk (`unsafe_no_sandbox`): anyone who may edit or holds a
+write token can store a snippet.
 """
 
 import ast
 import contextlib
 import json
+import math
 import os
 import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +33,11 @@ from app import storage
 from app.entries import content_hash
 from app.matching import SignatureMatcher, known_matches, match_paste
 from app.models import Verification
+from app.sandbox import Runner, Unsandboxed, choose_runner
 from app.tracebacks import parse_traceback
 
 DEFAULT_TIMEOUT_S = 30
+MAX_TIMEOUT_S = 3600
 DEFAULT_MEMORY_MB = 4096
 OUTPUT_TAIL_CHARS = 600
 
@@ -125,19 +134,64 @@ def _required(snippet: SnippetToRun) -> list[str]:
     return [item.strip() for item in requires.split(",") if item.strip()]
 
 
-def probe_environment(python: str, snippets: Iterable[SnippetToRun]) -> Environment:
+class CannotVerify(Exception):
+    """Verification could not start; the message says why."""
+
+
+class UnknownEntries(CannotVerify, ValueError):
+    """Entries named for verification that do not exist."""
+
+
+class WikiEntriesNamed(CannotVerify):
+    """Entries named for verification whose current text is a wiki edit, not asked for."""
+
+    def __init__(self, entry_ids: Sequence[str]) -> None:
+        super().__init__(f"edited in the wiki since ingest: {', '.join(entry_ids)}")
+        self.entry_ids = list(entry_ids)
+
+
+class SandboxRequired(CannotVerify):
+    """Snippets from the wiki would run, and no sandbox works here."""
+
+    def __init__(self, why: str, entry_ids: Sequence[str]) -> None:
+        super().__init__(
+            f"{len(entry_ids)} entr{'y' if len(entry_ids) == 1 else 'ies'} edited in the wiki "
+            f"({', '.join(entry_ids[:5])}{', …' if len(entry_ids) > 5 else ''}) would run "
+            f"with {why}"
+        )
+        self.entry_ids = list(entry_ids)
+
+
+def probe_environment(
+    python: str, snippets: Iterable[SnippetToRun], runner: Runner | None = None
+) -> Environment:
+    """What the interpreter has, asked where the snippets will run (inside the sandbox)."""
     names = {"torch"}
     for snippet in snippets:
         names.update(imported_modules(snippet.code))
         names.update(r for r in _required(snippet) if r not in ("cuda", "no-cuda") and "=" not in r)
-    result = subprocess.run(
-        [python, "-c", _PROBE, json.dumps(sorted(names))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    facts = json.loads(result.stdout.strip().splitlines()[-1])
+    runner = runner or Unsandboxed(python)
+    with runner.python(args=["-c", _PROBE, json.dumps(sorted(names))]) as launch:
+        try:
+            result = subprocess.run(
+                launch.argv,
+                env=launch.env,
+                cwd=launch.cwd,
+                pass_fds=launch.pass_fds,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise CannotVerify(f"{python} did not start {runner.description}: {exc}") from None
+    try:
+        facts = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        said = _tail(result.stderr or result.stdout) or "no output"
+        raise CannotVerify(
+            f"{python} did not start {runner.description}: exit {result.returncode}: {said}"
+        ) from None
     return Environment(python=python, **facts)
 
 
@@ -199,35 +253,76 @@ def _tail(text: str) -> str:
     return text if len(text) <= OUTPUT_TAIL_CHARS else "…" + text[-OUTPUT_TAIL_CHARS:]
 
 
+class BadOption(ValueError):
+    """A snippet option verify cannot use; the message says which and why."""
+
+
+def snippet_timeout(snippet: SnippetToRun, default_s: float) -> float:
+    value = snippet.options.get("timeout")
+    if value is None:
+        return default_s
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= MAX_TIMEOUT_S):  # also refuses nan
+        raise BadOption(
+            f"bad option timeout={value!r}: seconds above 0 and at most {MAX_TIMEOUT_S} expected"
+        )
+    return seconds
+
+
 def run_snippet(
     snippet: SnippetToRun,
     env: Environment,
     matcher: SignatureMatcher,
     *,
+    runner: Runner | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
+) -> SnippetResult:
+    """Run one snippet and judge it; never raises: what goes wrong is a failed result.
+
+    `runner` says where: plain subprocesses unless given (`verify_entries` picks the sandbox).
+    """
+    started = time.perf_counter()
+    try:
+        return _run_snippet(
+            snippet,
+            env,
+            matcher,
+            runner=runner or Unsandboxed(env.python),
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
+    except BadOption as exc:
+        return SnippetResult(snippet, "failed", str(exc))
+    except Exception as exc:  # one broken snippet must not stop the run
+        duration = int((time.perf_counter() - started) * 1000)
+        reason = f"verify could not run it: {type(exc).__name__}: {exc}"
+        return SnippetResult(snippet, "failed", reason, duration)
+
+
+def _run_snippet(
+    snippet: SnippetToRun,
+    env: Environment,
+    matcher: SignatureMatcher,
+    *,
+    runner: Runner,
+    timeout_s: float,
+    memory_mb: int,
 ) -> SnippetResult:
     reason = unmet_requirement(snippet, env)
     if reason:
         return SnippetResult(snippet, "skipped", reason)
-    timeout_s = float(snippet.options.get("timeout", timeout_s))
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    child_env.update(
-        PYTHONUNBUFFERED="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        MPLBACKEND="Agg",
-        OMP_NUM_THREADS="1",  # several snippets run at once
-    )
+    timeout_s = snippet_timeout(snippet, timeout_s)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="pitfalls-snippet-") as workdir:
-        script = os.path.join(workdir, "snippet.py")
-        with open(script, "w", encoding="utf-8") as handle:
-            handle.write(snippet.code)
-        child_env["TMPDIR"] = workdir
+    with runner.python(script=snippet.code) as launch:
         process = subprocess.Popen(
-            [env.python, script],
-            cwd=workdir,
-            env=child_env,
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -247,8 +342,13 @@ def run_snippet(
     duration = int((time.perf_counter() - started) * 1000)
     output = output_bytes.decode("utf-8", errors="replace")
     code = process.returncode
+    if runner.sandboxed and 128 < code <= 128 + signal.SIGRTMAX:
+        code = 128 - code  # bwrap exits 128 + N for a snippet killed by signal N
     if code < 0:
-        name = signal.Signals(-code).name
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
         return SnippetResult(snippet, "failed", f"crashed with {name}: {_tail(output)}", duration)
     if snippet.role == "repro":
         if code == 0:
@@ -267,6 +367,7 @@ def verify_snippets(
     env: Environment,
     matcher: SignatureMatcher,
     *,
+    runner: Runner | None = None,
     jobs: int = 2,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
@@ -275,7 +376,9 @@ def verify_snippets(
     """Run every snippet, `jobs` at a time; results in the order of `snippets`."""
 
     def run(snippet: SnippetToRun) -> SnippetResult:
-        result = run_snippet(snippet, env, matcher, timeout_s=timeout_s, memory_mb=memory_mb)
+        result = run_snippet(
+            snippet, env, matcher, runner=runner, timeout_s=timeout_s, memory_mb=memory_mb
+        )
         if on_result:
             on_result(result)
         return result
@@ -295,6 +398,8 @@ def summary_line(results: Iterable[SnippetResult]) -> str:
 class VerifyRun:
     environment: Environment
     results: list[SnippetResult]
+    sandbox: str = ""
+    left_out: list[str] = field(default_factory=list)  # entries edited in the wiki, not run
 
     @property
     def failed(self) -> bool:
@@ -308,20 +413,29 @@ class VerifyRun:
                 "cuda": self.environment.cuda,
                 "gpus": self.environment.gpus,
                 "platform": self.environment.platform,
+                "sandbox": self.sandbox,
             },
             "results": [r.to_dict() for r in self.results],
+            "left_out_wiki_entries": self.left_out,
             "summary": summary_line(self.results),
         }
 
 
-class UnknownEntries(ValueError):
-    """Entries named for verification that do not exist."""
+def _database_folder(engine: Engine) -> list[str]:
+    """The folder of a SQLite database: never to be shown to a snippet."""
+    database = engine.url.database
+    if engine.url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return []
+    return [os.path.dirname(os.path.abspath(database))]
 
 
 def verify_entries(
     engine: Engine,
     *,
     entry_ids: Sequence[str] = (),
+    include_wiki: bool = False,
+    unsafe_no_sandbox: bool = False,
+    runner: Runner | None = None,
     python: str = sys.executable,
     jobs: int = 2,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -329,25 +443,45 @@ def verify_entries(
     on_start: Callable[[Environment, int], None] | None = None,
     on_result: Callable[[SnippetResult], None] | None = None,
 ) -> VerifyRun:
-    """Verify the snippets of the active entries (or of those named) and store the results."""
+    """Verify the snippets of the active entries (or of those named) and store the results.
+
+    Entries edited in the wiki since ingest run only with `include_wiki`, and then only in a
+    sandbox unless `unsafe_no_sandbox`. `runner` defaults to the sandbox when it works here.
+    """
     with Session(engine) as session:
         if entry_ids:
             found = storage.get_entries(session, entry_ids=list(entry_ids))
             missing = sorted(set(entry_ids) - set(found))
             if missing:
                 raise UnknownEntries(f"no entry with id {', '.join(missing)}")
+        wiki = {
+            entry_id
+            for entry_id, state in storage.entry_file_states(session).items()
+            if state.edited
+        }
+        named_wiki = sorted(wiki & set(entry_ids))
+        if named_wiki and not include_wiki:
+            raise WikiEntriesNamed(named_wiki)
+        stored = storage.all_snippets(session, entry_ids=list(entry_ids))
         snippets = [
             SnippetToRun(s.entry_id, s.position, s.role, s.code, dict(s.options), s.line)
-            for s in storage.all_snippets(session, entry_ids=list(entry_ids))
+            for s in stored
+            if include_wiki or s.entry_id not in wiki
         ]
+        left_out = [] if include_wiki else sorted({s.entry_id for s in stored} & wiki)
         matcher = SignatureMatcher(storage.active_signature_records(session))
-    env = probe_environment(python, snippets)
+    runner = runner or choose_runner(python, keep_out=_database_folder(engine))
+    from_wiki = sorted({s.entry_id for s in snippets} & wiki)
+    if from_wiki and not runner.sandboxed and not unsafe_no_sandbox:
+        raise SandboxRequired(runner.description, from_wiki)
+    env = probe_environment(python, snippets, runner)
     if on_start:
         on_start(env, len(snippets))
     results = verify_snippets(
         snippets,
         env,
         matcher,
+        runner=runner,
         jobs=jobs,
         timeout_s=timeout_s,
         memory_mb=memory_mb,
@@ -371,4 +505,4 @@ def verify_entries(
                 ),
             )
         session.commit()
-    return VerifyRun(env, results)
+    return VerifyRun(env, results, sandbox=runner.description, left_out=left_out)

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,14 +14,18 @@ from app.entry_details import get_entry_details
 from app.ingest import ingest_content
 from app.matching import SignatureMatcher, SignatureRecord
 from app.models import Verification
+from app.sandbox import Unsandboxed
 from app.verification import (
     Environment,
+    SandboxRequired,
     SnippetToRun,
+    WikiEntriesNamed,
     imported_modules,
     judge_repro,
     run_snippet,
     unmet_requirement,
     verify_entries,
+    verify_snippets,
 )
 from tests.conftest import entry_text
 
@@ -245,3 +250,127 @@ def test_verify_entries_only_runs_the_named_entries(settings, engine, content_di
 def test_noise_in_the_output_does_not_hide_a_traceback():
     output = '\x00Traceback (most recent call last):\n  File "x"\n\x1b[31mValueError\x1b[0m: widget 9 is broken\n'
     assert judge_repro("mine", output, MATCHER) is None
+
+
+def test_a_bad_option_or_an_unexpected_error_fails_that_snippet_only():
+    assert run("print('ok')", timeout="abc") == (
+        "failed",
+        "bad option timeout='abc': seconds above 0 and at most 3600 expected",
+    )
+    assert run("print('ok')", timeout="nan")[0] == "failed"
+    assert run("print('ok')", timeout="-1")[0] == "failed"
+
+    class Flaky(Unsandboxed):
+        def python(self, *, script: str | None = None, args: Sequence[str] = ()):
+            if script and "explode" in script:
+                raise OSError("no room left for this one")
+            return super().python(script=script, args=args)
+
+    snippets = [
+        SnippetToRun("mine", 0, "fix", "print('explode')"),
+        SnippetToRun("mine", 1, "fix", "print('fine')", {"timeout": "abc"}),
+        SnippetToRun("mine", 2, "fix", "print('fine')"),
+    ]
+    results = verify_snippets(snippets, ENV, MATCHER, runner=Flaky(sys.executable), jobs=2)
+    assert [(r.status, r.reason.split(":")[0]) for r in results] == [
+        ("failed", "verify could not run it"),
+        ("failed", "bad option timeout='abc'"),
+        ("passed", ""),
+    ]
+    assert "OSError: no room left for this one" in results[0].reason
+
+
+def _wiki_app(settings):
+    from fastapi.testclient import TestClient
+
+    from app.accounts import CLI, create_token
+    from app.web import create_app
+
+    client = TestClient(create_app(settings))
+    client.__enter__()
+    with Session(client.app.state.engine) as session:
+        _, token = create_token(session, name="bot", scope="write", expires_in=None, owner=CLI)
+        session.commit()
+    return client, {"Authorization": f"Bearer {token}"}
+
+
+def _edit(client, headers: dict[str, str], entry_id: str, old: str, new: str) -> None:
+    doc = client.get(f"/api/v1/entries/{entry_id}")
+    body = {"markdown": doc.json()["markdown"].replace(old, new), "message": "Wiki edit"}
+    response = client.put(
+        f"/api/v1/entries/{entry_id}",
+        json=body,
+        headers={**headers, "If-Match": doc.headers["etag"]},
+    )
+    assert response.status_code == 200, response.text
+
+
+def _badge(client, entry_id: str) -> str:
+    return client.get(f"/api/v1/entries/{entry_id}").json()["verification"]["status"]
+
+
+def test_a_wiki_edit_of_a_snippet_is_not_verified_until_verify_runs_it(
+    make_settings, content_dir: Path
+):
+    body = (
+        "## What you see\n\nx\n\n## Why it happens\n\ny\n\n## Fix\n\n"
+        "```python fix\nprint('fixed')\n```\n\n## Reproduce\n\n"
+        "```python repro\nraise RuntimeError('failure in good number 7 happened')\n```\n"
+    )
+    (content_dir / "good.md").write_text(entry_text("good", body=body), encoding="utf-8")
+    settings = make_settings(content_dir)
+    client, headers = _wiki_app(settings)
+    engine = client.app.state.engine
+    plain = Unsandboxed(sys.executable)
+    try:
+        assert _badge(client, "good") == "unverified"
+        verify_entries(engine, runner=plain, jobs=1)
+        assert _badge(client, "good") == "verified"
+
+        # Prose only: the snippets are the same code, so their results still hold.
+        _edit(client, headers, "good", "## Why it happens\n\ny", "## Why it happens\n\nz")
+        assert _badge(client, "good") == "verified"
+
+        _edit(client, headers, "good", "print('fixed')", "print('fixed in the wiki')")
+        assert _badge(client, "good") == "partly verified"
+        page = client.get("/entries/good").text
+        assert "Partly verified on torch" in page
+
+        # By default verify leaves the wiki's version out; without a sandbox it will not run it.
+        run_result = verify_entries(engine, runner=plain, jobs=1)
+        assert (run_result.results, run_result.left_out) == ([], ["good"])
+        with pytest.raises(SandboxRequired, match="1 entry edited in the wiki"):
+            verify_entries(engine, runner=plain, include_wiki=True)
+        with pytest.raises(WikiEntriesNamed, match="good"):
+            verify_entries(engine, runner=plain, entry_ids=["good"])
+        assert _badge(client, "good") == "partly verified"
+
+        run_result = verify_entries(
+            engine, runner=plain, include_wiki=True, unsafe_no_sandbox=True, jobs=1
+        )
+        assert [r.status for r in run_result.results] == ["passed", "passed"]
+        assert _badge(client, "good") == "verified"
+
+        # The same code under another role is another snippet: `fix` passing says nothing of
+        # it as a `repro`.
+        _edit(client, headers, "good", "```python fix\n", "```python repro\n")
+        assert _badge(client, "good") == "partly verified"
+    finally:
+        client.__exit__(None, None, None)
+
+
+def test_verify_command_refuses_a_named_wiki_entry_without_include_wiki(
+    make_settings, content_dir: Path, monkeypatch
+):
+    (content_dir / "good.md").write_text(entry_text("good"), encoding="utf-8")
+    settings = make_settings(content_dir)
+    client, headers = _wiki_app(settings)
+    try:
+        _edit(client, headers, "good", "An error.", "An error, says the wiki.")
+    finally:
+        client.__exit__(None, None, None)
+    monkeypatch.setenv("PITFALLS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("PITFALLS_CONTENT_DIR", str(content_dir))
+    result = CliRunner().invoke(cli, ["verify", "good"])
+    assert result.exit_code == 2
+    assert "edited in the wiki since ingest: good: add --include-wiki" in result.output
