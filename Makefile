@@ -13,3 +13,4 @@ test:
 bench:
 	python bench/search.py
 	python bench/cjk.py
+	python bench/hostile.py
