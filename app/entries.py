@@ -7,6 +7,7 @@ too), so `pitfalls check`, ingest and the editor all say `file:line: what is wro
 import ast
 import hashlib
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,10 @@ ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 TAG_PATTERN = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
 RECOMMENDED_SECTIONS = ("What you see", "Why it happens", "Fix")
 KINDS_NEEDING_SIGNATURES = ("error", "warning")
+# The default of PITFALLS_MAX_PASTE_BYTES: a draft the server takes is a file the checker reads.
+MAX_ENTRY_BYTES = 1_000_000
+MAX_FRONT_MATTER_BYTES = 64 * 1024  # real front-matter is a few KB
+MAX_YAML_DEPTH = 20  # nested lists and mappings, the top-level mapping counted; real entries use 3
 assert set(EntryKind.__args__) == set(ENTRY_KINDS)
 
 
@@ -99,8 +104,99 @@ def content_hash(markdown: str) -> str:
     return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that records the line of every key and refuses a key given twice."""
+class _LinedValueErrors:
+    """Value errors of the constructor (int() past 4300 digits, 2020-13-45) carry their line."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)  # type: ignore[misc]
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from None
+
+
+class _PyFrontMatterLoader(_LinedValueErrors, yaml.SafeLoader):
+    pass
+
+
+_FrontMatterLoader: type = _PyFrontMatterLoader
+if hasattr(yaml, "CSafeLoader"):  # libyaml's parser: ~10x faster, same events
+
+    class _CFrontMatterLoader(_LinedValueErrors, yaml.CSafeLoader):
+        pass
+
+    _FrontMatterLoader = _CFrontMatterLoader
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """Front-matter that is valid YAML but not allowed: anchors, aliases, deep nesting."""
+
+    def __init__(self, problem: str, event: yaml.Event) -> None:
+        super().__init__(problem=problem, problem_mark=event.start_mark)
+
+
+def _compose_node(loader: Any, depth: int) -> yaml.Node:
+    """PyYAML's composer, refusing anchors, aliases and deep nesting at the event they appear,
+    before any value is built: an alias bomb never expands, deep nesting never recurses."""
+    event = loader.get_event()
+    if isinstance(event, yaml.AliasEvent):
+        raise _Refused(
+            f"alias *{event.anchor} is not allowed in the front-matter: write the value out",
+            event,
+        )
+    if event.anchor is not None:
+        raise _Refused(
+            f"anchor &{event.anchor} is not allowed in the front-matter: write each value out",
+            event,
+        )
+    if isinstance(event, yaml.ScalarEvent):
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        return yaml.ScalarNode(
+            tag, event.value, event.start_mark, event.end_mark, style=event.style
+        )
+    if depth > MAX_YAML_DEPTH:
+        raise _Refused(
+            f"lists and mappings nest more than {MAX_YAML_DEPTH} levels deep here", event
+        )
+    node: yaml.CollectionNode
+    if isinstance(event, yaml.SequenceStartEvent):
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.SequenceNode, None, event.implicit)
+        node = yaml.SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        while not loader.check_event(yaml.SequenceEndEvent):
+            node.value.append(_compose_node(loader, depth + 1))
+    else:
+        assert isinstance(event, yaml.MappingStartEvent), event
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.MappingNode, None, event.implicit)
+        node = yaml.MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        while not loader.check_event(yaml.MappingEndEvent):
+            key = _compose_node(loader, depth + 1)
+            node.value.append((key, _compose_node(loader, depth + 1)))
+    node.end_mark = loader.get_event().end_mark
+    return node
+
+
+def _load_front_matter(yaml_text: str) -> tuple[yaml.Node | None, Any]:
+    """The front-matter's node tree and its value; raises MarkedYAMLError with a mark."""
+    loader = _FrontMatterLoader(yaml_text)
+    try:
+        loader.get_event()  # stream start
+        if loader.check_event(yaml.StreamEndEvent):
+            return None, None
+        loader.get_event()  # document start
+        node = _compose_node(loader, 1)
+        loader.get_event()  # document end
+        if not loader.check_event(yaml.StreamEndEvent):
+            raise _Refused("the front-matter must be one YAML document", loader.get_event())
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _walk_lines(node: yaml.Node, path: tuple, offset: int, lines: dict, dupes: list) -> None:
@@ -135,6 +231,16 @@ def _split_front_matter(text: str) -> tuple[str, str, int] | None:
     return None
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 80
+
+
+def _short_repr(value: Any) -> str:
+    """A value quoted in a problem: a 60 KB list would drown the message."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _describe_validation_error(error: dict, value_path: tuple) -> str:
     where = ".".join(str(part) for part in value_path)
     kind = error["type"]
@@ -149,9 +255,9 @@ def _describe_validation_error(error: dict, value_path: tuple) -> str:
     if kind == "string_type":
         value = error["input"]
         hint = " (put it in quotes: unquoted YAML reads 1.10 as 1.1 and on as true)"
-        return f"{where}: expected text, got {type(value).__name__} {value!r}{hint}"
+        return f"{where}: expected text, got {type(value).__name__} {_short_repr(value)}{hint}"
     if kind == "list_type":
-        return f"{where}: expected a list such as [a, b], got {error['input']!r}"
+        return f"{where}: expected a list such as [a, b], got {_short_repr(error['input'])}"
     return f"{where}: {error['msg']}"
 
 
@@ -313,8 +419,18 @@ def _check_body(doc: EntryDocument) -> None:
         )
 
 
+def _too_large(path: str) -> EntryDocument:
+    doc = EntryDocument(path=path, markdown="", front=None, body="", body_line=1, rendered=None)
+    doc.problems.append(
+        Problem(path, 1, f"the file is over the {MAX_ENTRY_BYTES:,} bytes an entry may have")
+    )
+    return doc
+
+
 def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> EntryDocument:
     """Parse and check one entry; never raises on content, reports problems on the document."""
+    if len(markdown) > MAX_ENTRY_BYTES or len(markdown.encode("utf-8")) > MAX_ENTRY_BYTES:
+        return _too_large(path)
     markdown = markdown.removeprefix("\ufeff").replace("\r\n", "\n")
     doc = EntryDocument(
         path=path, markdown=markdown, front=None, body="", body_line=1, rendered=None
@@ -330,10 +446,24 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
         )
         return doc
     yaml_text, doc.body, doc.body_line = split
-    loader = _UniqueKeyLoader(yaml_text)
+    encoded = yaml_text.encode("utf-8")
+    if len(encoded) > MAX_FRONT_MATTER_BYTES:
+        line = encoded[:MAX_FRONT_MATTER_BYTES].count(b"\n") + 2
+        doc.problems.append(
+            Problem(
+                path,
+                line,
+                f"the front-matter is {len(encoded):,} bytes, over the "
+                f"{MAX_FRONT_MATTER_BYTES:,} allowed (reached on this line)",
+            )
+        )
+        return doc
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        node, data = _load_front_matter(yaml_text)
+    except _Refused as exc:
+        assert exc.problem_mark is not None
+        doc.problems.append(Problem(path, exc.problem_mark.line + 2, f"{exc.problem}"))
+        return doc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = (mark.line + 2) if mark else 1
@@ -341,9 +471,13 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
             Problem(path, line, f"front-matter is not valid YAML: {exc.problem or exc}")
         )
         return doc
-    finally:
-        loader.dispose()
-    if not isinstance(data, dict):
+    except (yaml.YAMLError, RecursionError, MemoryError) as exc:
+        # Not expected within the limits above; still a problem of this file, never a crash.
+        doc.problems.append(
+            Problem(path, 2, f"front-matter could not be read: {type(exc).__name__}: {exc}")
+        )
+        return doc
+    if node is None or not isinstance(data, dict):
         doc.problems.append(
             Problem(
                 path,
@@ -373,6 +507,8 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
 
 def parse_entry_bytes(data: bytes, label: str, expected_id: str | None = None) -> EntryDocument:
     """Decode and parse a file's bytes; bytes that are not UTF-8 become a problem with a line."""
+    if len(data) > MAX_ENTRY_BYTES:
+        return _too_large(label)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -385,6 +521,21 @@ def parse_entry_bytes(data: bytes, label: str, expected_id: str | None = None) -
     return parse_entry(text, label, expected_id=expected_id)
 
 
+def read_entry_bytes(path: Path) -> bytes:
+    """A file's bytes, at most one past MAX_ENTRY_BYTES: enough to refuse a huge file unread."""
+    with path.open("rb") as file:
+        return file.read(MAX_ENTRY_BYTES + 1)
+
+
 def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
     """Read and parse `path`; an unreadable file becomes a problem, not an exception."""
-    return parse_entry_bytes(path.read_bytes(), label or str(path), expected_id=path.stem)
+    label = label or str(path)
+    try:
+        data = read_entry_bytes(path)
+    except OSError as exc:
+        doc = EntryDocument(
+            path=label, markdown="", front=None, body="", body_line=1, rendered=None
+        )
+        doc.problems.append(Problem(label, 1, f"the file cannot be read: {exc.strerror or exc}"))
+        return doc
+    return parse_entry_bytes(data, label, expected_id=path.stem)
