@@ -185,6 +185,29 @@ def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path):
     ]
 
 
+def test_many_equal_headings_render_in_linear_time():
+    text = entry_text(body="## h\n" * 20_000)  # 100 KB: the anchors plugin took 150 s on this
+    started = time.perf_counter()
+    doc = parse_entry(text, "content/sample-entry.md", expected_id="sample-entry")
+    assert time.perf_counter() - started < 10.0
+    assert 'id="h-19999"' in doc.rendered.html
+
+
+def test_heading_ids_are_those_the_anchors_plugin_gave():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.anchors import anchors_plugin
+
+    from app.rendering import _highlight, render_body
+
+    plugin = MarkdownIt("commonmark", {"html": False, "highlight": _highlight})
+    plugin.enable("table")
+    plugin.use(anchors_plugin, min_level=2, max_level=4, permalink=True, permalinkSymbol="#")
+    body = (
+        "## A\n## A\n## A-1\n## A\n### `x` y\n#### a\n##### five\n# one\n## 显存 不足\n## \n## \n"
+    )
+    assert render_body(body).html == plugin.render(body)
+
+
 def test_random_damage_never_raises():
     rng = random.Random(15)
     base = bomb() + deep_brackets()
