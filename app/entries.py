@@ -398,15 +398,8 @@ def _check_body(doc: EntryDocument) -> None:
                     f"python {snippet.role} snippet does not parse: {exc.msg}",
                 )
             )
-        for option in snippet.unknown_options:
-            doc.problems.append(
-                Problem(
-                    doc.path,
-                    line,
-                    f"unknown snippet option {option!r} (known: requires, timeout)",
-                    "warning",
-                )
-            )
+        for message in snippet.option_problems:
+            doc.problems.append(Problem(doc.path, line, f"python {snippet.role}: {message}"))
     missing = [name for name in RECOMMENDED_SECTIONS if name not in rendered.headings]
     if missing:
         doc.problems.append(

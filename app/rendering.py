@@ -2,6 +2,7 @@
 runnable snippets and plain text that other parts need, taken from the same parse.
 """
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -16,6 +17,9 @@ from pygments.util import ClassNotFound
 
 SNIPPET_ROLES = ("repro", "fix", "demo")
 SNIPPET_OPTIONS = ("requires", "timeout")
+MAX_SNIPPET_TIMEOUT_S = 600
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _HTML_FORMATTER = HtmlFormatter(nowrap=True)
 
 
@@ -27,7 +31,7 @@ class SnippetBlock:
     options: dict[str, str]
     code: str
     line: int  # 0-based line of the opening fence within the rendered Markdown
-    unknown_options: tuple[str, ...] = ()
+    option_problems: tuple[str, ...] = ()  # what is wrong with the options, for the checker
 
 
 @dataclass(frozen=True)
@@ -96,19 +100,57 @@ def _markdown() -> MarkdownIt:
     return md
 
 
+def _requires_problems(value: str) -> list[str]:
+    problems = []
+    items = value.split(",")
+    for item in items:
+        name, equals, count = item.partition("=")
+        if name == "gpus":
+            if not (equals and count.isascii() and count.isdigit() and int(count) >= 1):
+                problems.append(f"requires {item!r}: write gpus=N with N a whole number from 1")
+        elif equals or not (name in ("cuda", "no-cuda") or _MODULE_NAME.fullmatch(name)):
+            problems.append(
+                f"requires {item!r} is not cuda, no-cuda, gpus=N or an importable package name"
+            )
+    if "cuda" in items and "no-cuda" in items:
+        problems.append("requires both cuda and no-cuda: the snippet could never run")
+    return problems
+
+
+def _option_problems(key: str, value: str | None) -> list[str]:
+    """What is wrong with one `key=value` of a snippet's info string (None: no `=`)."""
+    if key not in SNIPPET_OPTIONS:
+        hint = "; it goes inside requires, e.g. requires=cuda,gpus=2"
+        return [
+            f"unknown snippet option {key!r} (known: {', '.join(SNIPPET_OPTIONS)})"
+            + (hint if key in ("cuda", "no-cuda", "gpus") else "")
+        ]
+    if not value:
+        example = "requires=cuda,numpy" if key == "requires" else "timeout=60"
+        return [f"snippet option {key} needs a value, e.g. {example}"]
+    if key == "timeout":
+        if not (_SECONDS.fullmatch(value) and 1 <= float(value) <= MAX_SNIPPET_TIMEOUT_S):
+            return [
+                f"timeout={value} must be a number of seconds from 1 to {MAX_SNIPPET_TIMEOUT_S}"
+            ]
+        return []
+    return _requires_problems(value)
+
+
 def parse_snippet_info(info: str) -> tuple[str, dict[str, str], tuple[str, ...]] | None:
-    """`python repro requires=cuda timeout=60` -> ("repro", {...}, unknown option names)."""
+    """`python repro requires=cuda timeout=60` -> ("repro", {...}, problems with the options)."""
     words = info.split()
     if len(words) < 2 or words[0] != "python" or words[1] not in SNIPPET_ROLES:
         return None
     options: dict[str, str] = {}
-    unknown: list[str] = []
+    problems: list[str] = []
     for word in words[2:]:
-        key, _, value = word.partition("=")
+        key, equals, value = word.partition("=")
+        if key in options:
+            problems.append(f"snippet option {key!r} is given twice")
         options[key] = value or "true"
-        if key not in SNIPPET_OPTIONS:
-            unknown.append(key)
-    return words[1], options, tuple(unknown)
+        problems += _option_problems(key, value if equals else None)
+    return words[1], options, tuple(problems)
 
 
 def _inline_text(token: Token) -> tuple[str, str]:
@@ -145,9 +187,9 @@ def _collect(tokens: list[Token]) -> _Collected:
             found.code.append(token.content)
             parsed = parse_snippet_info(token.info) if token.type == "fence" else None
             if parsed:
-                role, options, unknown = parsed
+                role, options, problems = parsed
                 line = token.map[0] if token.map else 0
-                found.snippets.append(SnippetBlock(role, options, token.content, line, unknown))
+                found.snippets.append(SnippetBlock(role, options, token.content, line, problems))
     return found
 
 

@@ -134,13 +134,64 @@ def test_snippet_that_does_not_parse_names_its_line():
     assert text.splitlines()[line - 2] == "```python repro"
 
 
-def test_warnings_for_missing_sections_and_unknown_snippet_options():
-    body = "## Fix\n\n```python fix colour=red\nprint(1)\n```\n"
+def test_warning_for_missing_sections():
+    body = "## Fix\n\n```python fix\nprint(1)\n```\n"
     doc = parse_entry(entry_text(body=body), "e.md", expected_id="sample-entry")
     warnings = [str(p) for p in doc.problems if p.severity == "warning"]
     assert any("missing section(s): ## What you see, ## Why it happens" in w for w in warnings)
-    assert any("unknown snippet option 'colour'" in w for w in warnings)
     assert doc.ok  # warnings do not make the entry unusable
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("colour=red", "unknown snippet option 'colour' (known: requires, timeout)"),
+        ("gpus=2", "unknown snippet option 'gpus' (known: requires, timeout); it goes inside"),
+        ("timeout=abc", "timeout=abc must be a number of seconds from 1 to 600"),
+        ("timeout=0", "timeout=0 must be a number of seconds from 1 to 600"),
+        ("timeout=601", "timeout=601 must be a number of seconds from 1 to 600"),
+        ("timeout=inf", "timeout=inf must be a number of seconds from 1 to 600"),
+        ("timeout", "snippet option timeout needs a value, e.g. timeout=60"),
+        ("requires=", "snippet option requires needs a value"),
+        ("timeout=60 timeout=90", "snippet option 'timeout' is given twice"),
+        ("requires=cuda,gpus=0", "requires 'gpus=0': write gpus=N with N a whole number from 1"),
+        ("requires=gpus=two", "requires 'gpus=two': write gpus=N"),
+        ("requires=gpus", "requires 'gpus': write gpus=N"),
+        ("requires=my-package", "requires 'my-package' is not cuda, no-cuda, gpus=N or an"),
+        ("requires=cuda,,numpy", "requires '' is not cuda, no-cuda, gpus=N or an"),
+        ("requires=cuda=1", "requires 'cuda=1' is not cuda, no-cuda, gpus=N or an"),
+        ("requires=cuda,no-cuda", "requires both cuda and no-cuda: the snippet could never run"),
+    ],
+)
+def test_bad_snippet_option_is_an_error_at_the_fence(options: str, message: str):
+    body = (
+        f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python demo {options}\nx = 1\n```\n"
+    )
+    text = entry_text(body=body)
+    (problem,) = problems_of(text)
+    path, line, rest = problem.split(":", 2)
+    assert path == "content/sample-entry.md"
+    assert text.splitlines()[int(line) - 1] == f"```python demo {options}"
+    assert rest.startswith(f" python demo: {message}"), rest
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "requires=cuda timeout=60",
+        "requires=cuda,gpus=2,numpy",
+        "requires=no-cuda",
+        "requires=onnx,onnxscript timeout=180",
+        "requires=ninja timeout=600",
+        "requires=os.path timeout=1.5",
+        "timeout=1",
+    ],
+)
+def test_good_snippet_options_pass(options: str):
+    body = (
+        f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix {options}\nx = 1\n```\n"
+    )
+    assert problems_of(entry_text(body=body)) == []
 
 
 def test_snippet_options_are_extracted():
