@@ -205,7 +205,10 @@ def _next_count(kind: str, failures: int, first_at: datetime, last_at: datetime,
     if kind == "pair":
         if last_at <= now - PAIR_MEMORY:
             failures = 0
-        wait = last_at + pair_wait(failures) - now if failures else timedelta(0)
+        # Only a due wait counts: another worker's clock may have stamped `last_at` a moment
+        # after our `now`, which must not turn a free attempt into a refusal.
+        delay = pair_wait(failures)
+        wait = last_at + delay - now if delay else timedelta(0)
         return wait.total_seconds(), failures + 1, first_at if failures else now
     if first_at <= now - ADDRESS_WINDOW:  # a new window
         return 0.0, 1, now
