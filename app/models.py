@@ -1,7 +1,9 @@
 """Database tables. The schema is created and changed only by the Alembic migrations."""
 
 from datetime import UTC, datetime
+from typing import Annotated
 
+from pydantic import PlainSerializer, WithJsonSchema
 from sqlalchemy import (
     JSON,
     Column,
@@ -24,6 +26,20 @@ SNIPPET_ROLES = ("repro", "fix", "demo")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def utc_iso(moment: datetime) -> str:
+    """How the API writes a moment: ISO 8601 in UTC with a `Z` (a naive time is taken as UTC)."""
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# A datetime field of an API model: written by `utc_iso` whatever zone (or none) the value has.
+UtcTimestamp = Annotated[
+    datetime,
+    PlainSerializer(utc_iso, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time", "examples": ["2026-11-21T10:51:11Z"]}),
+]
 
 
 class UtcDateTime(TypeDecorator):

@@ -425,7 +425,7 @@ def test_api_create_update_conflict_and_archive(wiki: Wiki):
         client.put(
             "/api/v1/entries/fourth-entry",
             json={"markdown": 1},
-            headers={**headers, "If-Match": '"2"'},
+            headers={**headers, "If-Match": '"3"'},
         ).status_code
         == 422
     )

@@ -18,6 +18,7 @@ from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine
 from app.web import account_pages, api, match, pages, wiki_pages
+from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 from app.web.headers import add_security_headers
@@ -73,7 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
     app.include_router(api.open_router)
     app.include_router(api.router)
-    app.include_router(match.router)
+    # The paste route lives with its page; what it can answer is documented here, like the API's.
+    app.include_router(match.router, responses=api.errors(400, 401, 413, 422, 503))
     app.include_router(account_pages.router)
     app.include_router(wiki_pages.router)
     app.include_router(pages.router)
@@ -83,8 +85,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def security_headers(request: Request, call_next):
         return add_security_headers(await call_next(request), request.url.path)
 
-    # Signed (not encrypted) cookie holding the user id, a password version and the CSRF token;
-    # HttpOnly always, SameSite=Lax so that other sites' forms do not carry it.
+    app.add_middleware(AllowHeader)  # a 405's Allow names every method of the path
+    # Signed (not encrypted) cookie holding a login session's key and the CSRF token; HttpOnly
+    # always, SameSite=Lax so that other sites' forms do not carry it.
     app.add_middleware(
         SessionMiddleware,
         secret_key=session_secret(settings),

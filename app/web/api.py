@@ -1,11 +1,14 @@
 """The JSON API under /api/v1: the same data the pages show, for bots and CI jobs."""
 
 import json
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -13,6 +16,7 @@ from app import storage
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.matching import SignatureMatcher
+from app.models import utc_iso
 from app.rendering import render_body
 from app.search import SearchService
 from app.search_index import read_state
@@ -21,6 +25,7 @@ from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.limits import read_write_body
 from app.wiki import (
     ChangeOut,
+    EditConflict,
     RevisionDetail,
     RevisionOut,
     TesterResult,
@@ -34,7 +39,64 @@ from app.wiki import (
     try_paste,
 )
 
-router = APIRouter(prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)])
+# ---- errors, as OpenAPI documents them -------------------------------------------------------
+
+
+class ProblemOut(BaseModel):
+    line: int
+    message: str
+    severity: str
+
+
+class ErrorDetail(BaseModel):
+    status: int = Field(description="The HTTP status again.", examples=[404])
+    message: str = Field(description="What went wrong and what to do, in a sentence or two.")
+    problems: list[ProblemOut] | None = Field(
+        None, description="A refused entry's problems, by line (422 and 409 from a save)."
+    )
+    current_revision: int | None = Field(
+        None, description="The entry's current revision (412); the `ETag` header carries it too."
+    )
+
+
+class ErrorResponse(BaseModel):
+    """Every error of the API has this shape: `{"error": {"status": ..., "message": ...}}`."""
+
+    error: ErrorDetail
+
+
+# What each status means here; a route lists the ones its guards and its work can answer.
+ERROR_MEANINGS = {
+    400: "The body or a header cannot be read: not JSON, not UTF-8, nested too deeply, or an "
+    "If-Match that is not a list of entity tags.",
+    401: "No valid credentials: the bearer token is unknown, expired or revoked, or the route "
+    "needs a login or a token (writing always; reading when PITFALLS_PUBLIC_READ=false).",
+    403: "The token's scope or the user's role does not allow this, or a browser session sent "
+    "no CSRF token.",
+    404: "There is no such entry or revision.",
+    409: "The entry's id is taken by another entry; `problems` says where.",
+    412: "If-Match names none of the entry's current revision (someone saved since); "
+    "`current_revision` and the `ETag` header say which is current.",
+    413: "The body is larger than the limit.",
+    422: "The request or the entry does not pass validation; for an entry, `problems` lists "
+    "what to fix by line.",
+    428: "If-Match is missing: send the ETag of the revision you edited (or `*`).",
+    503: "Searching or matching is unavailable for a moment, or took longer than its budget.",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict]:
+    """`responses=` for a route: each status with its meaning and the one error shape."""
+    return {
+        status: {"model": ErrorResponse, "description": ERROR_MEANINGS[status]}
+        for status in sorted(statuses)
+    }
+
+
+# Every route of `router` may answer 401 (a bad token; a login when reading is private).
+router = APIRouter(
+    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
+)
 # Health stays open: load balancers and uptime checks have no token.
 open_router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -48,8 +110,8 @@ def health_data(session: Session, settings, search: SearchService | None = None)
         built = datetime.fromisoformat(state.updated_at)
         index = {
             "seq": state.seq,
-            "built_at": state.built_at,
-            "updated_at": state.updated_at,
+            "built_at": utc_iso(datetime.fromisoformat(state.built_at)),
+            "updated_at": utc_iso(built),
             "age_seconds": round((datetime.now(UTC) - built).total_seconds(), 1),
             "behind": max(0, seq - state.seq),
             "healthy": damaged is None,
@@ -68,17 +130,21 @@ def health(session: SessionDep, settings: SettingsDep, service: SearchDep) -> di
     return health_data(session, settings, service)
 
 
-@router.get("/overview", summary="What the home page shows: counts by kind and tag, recent entries")
+@router.get(
+    "/overview",
+    summary="What the home page shows: counts by kind and tag, recent entries",
+    responses=errors(503),
+)
 def overview(session: SessionDep, service: SearchDep) -> Overview:
     return get_overview(session, service)
 
 
-@router.get("/tags/{tag}", summary="The entries with one tag")
+@router.get("/tags/{tag}", summary="The entries with one tag", responses=errors(404, 422, 503))
 def tag(tag: str, service: SearchDep) -> TagPage:
     return get_tag_page(service, tag)
 
 
-@router.get("/search", summary="Full-text search over the entries")
+@router.get("/search", summary="Full-text search over the entries", responses=errors(422, 503))
 def search(
     service: SearchDep,
     settings: SettingsDep,
@@ -105,6 +171,7 @@ def search(
     "/entries/{entry_id}",
     summary="One entry with its rendered HTML and Markdown source",
     description="The `ETag` header carries the entry's revision.",
+    responses=errors(404, 422),
 )
 def entry(
     session: SessionDep,
@@ -136,12 +203,6 @@ class DraftIn(BaseModel):
     paste: str | None = None  # a traceback to try the draft's signatures on
 
 
-class ProblemOut(BaseModel):
-    line: int
-    message: str
-    severity: str
-
-
 class DraftOut(BaseModel):
     ok: bool
     id: str | None
@@ -157,13 +218,27 @@ class WhoAmI(BaseModel):
     role: str
 
 
+def _required_fields(model: type[BaseModel]) -> str:
+    names = [f'"{name}"' for name, field in model.model_fields.items() if field.is_required()]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 async def read_json(request: Request, model: type[BaseModel]):
     """The JSON body as `model`, read after the caller is authorized, within the size limit."""
     body = await read_write_body(request, "body")
+    if not body.strip():
+        raise HTTPException(
+            422, f"The body is empty; send a JSON object with {_required_fields(model)}."
+        )
     try:
-        payload = json.loads(body or b"null")
+        payload = json.loads(body)
     except ValueError:
         raise HTTPException(400, "The body is not valid JSON.") from None
+    if not isinstance(payload, dict):
+        kind = "null" if payload is None else type(payload).__name__
+        raise HTTPException(
+            422, f"The body must be a JSON object with {_required_fields(model)}, not {kind}."
+        )
     try:
         return model.model_validate(payload)
     except ValidationError as exc:  # answered like FastAPI's own body errors
@@ -184,19 +259,69 @@ def _json_body(model: type[BaseModel], example: dict) -> dict:
 _WRITE_EXAMPLE = {"markdown": "---\nid: my-entry\n...", "message": "Explain the 2.6 default"}
 
 
-def _if_match(request: Request) -> int | None:
-    """The revision an edit is based on; None for `If-Match: *` (overwrite whatever is there)."""
-    header = request.headers.get("if-match")
+_ENTITY_TAG = re.compile(r'(W/)?"([^"]*)"')
+
+
+@dataclass(frozen=True)
+class IfMatch:
+    """An `If-Match` header (RFC 9110 13.1.1): `*`, or the entity tags it lists.
+
+    If-Match compares strongly, so only strong tags can match: a weak tag such as `W/"3"` only
+    claims a revision equivalent to 3, and a write based on it could silently undo a change, so
+    it never matches and the answer is 412. Our ETags are strong (`"3"`); send them as GET gave
+    them.
+    """
+
+    header: str
+    any: bool  # `*`: whatever revision is current
+    revisions: frozenset[int]  # of the strong tags
+    weak: frozenset[int]  # of the weak tags, to explain a 412
+
+    def check(self, entry_id: str, current: int) -> None:
+        """Nothing when the current revision matches; else PreconditionFailed (412)."""
+        if self.any or current in self.revisions:
+            return
+        if current in self.weak:
+            raise PreconditionFailed(
+                entry_id,
+                current,
+                f'If-Match compares strongly (RFC 9110), so the weak W/"{current}" never '
+                f'matches; send the ETag as GET gave it: "{current}". Nothing was saved.',
+            )
+        raise PreconditionFailed(
+            entry_id,
+            current,
+            f"Entry {entry_id!r} is at revision {current}, and If-Match ({self.header}) does "
+            "not name it: someone saved since you read it. Nothing was saved; GET it again "
+            "and redo your edit on top.",
+        )
+
+
+class PreconditionFailed(EditConflict):
+    """If-Match names none of the current revision: answered as an edit conflict (412)."""
+
+    def __init__(self, entry_id: str, current: int, message: str) -> None:
+        super().__init__(entry_id, current, current)
+        self.args = (message,)
+
+
+def if_match(request: Request) -> IfMatch:
+    """The If-Match header of an edit: required (428), and a list of entity tags or `*` (400)."""
+    header = " ".join(request.headers.getlist("if-match")).strip()
     if not header:
         raise HTTPException(
-            428, "Send If-Match with the ETag of the revision you edited (from GET)."
+            428, "Send If-Match with the ETag of the revision you edited (from GET), or *."
         )
-    if header.strip() == "*":
-        return None
-    value = header.strip().removeprefix("W/").strip('"')
-    if not value.isdigit():
-        raise HTTPException(400, f'If-Match must be a revision ETag such as "3", not {header!r}.')
-    return int(value)
+    if header == "*":
+        return IfMatch(header, True, frozenset(), frozenset())
+    tags = _ENTITY_TAG.findall(header)
+    if not tags or _ENTITY_TAG.sub("", header).replace(",", "").strip():
+        raise HTTPException(
+            400, f'If-Match must be * or entity tags such as "3" or "2", "3"; not {header!r}.'
+        )
+    strong = frozenset(int(v) for weak, v in tags if not weak and v.isdigit() and len(v) < 10)
+    weak = frozenset(int(v) for w, v in tags if w and v.isdigit() and len(v) < 10)
+    return IfMatch(header, False, strong, weak)
 
 
 @router.get("/me", summary="Who the request is authenticated as")
@@ -217,6 +342,7 @@ def whoami(request: Request) -> WhoAmI:
     description="422 with `problems` (line, message) when the entry does not pass the checks; "
     "409 when the id exists. The `ETag` of the answer is the new revision.",
     openapi_extra=_json_body(EntryWrite, _WRITE_EXAMPLE),
+    responses=errors(400, 403, 409, 413, 422),
 )
 async def create_entry(
     request: Request, response: Response, session: SessionDep, principal: Editor
@@ -237,15 +363,29 @@ async def create_entry(
 @router.put(
     "/entries/{entry_id}",
     summary="Replace an entry's Markdown (a new revision)",
-    description="`If-Match` must carry the ETag of the revision you edited: 412 with "
-    "`current_revision` if someone saved since, 428 without it (`*` overwrites deliberately), "
-    "422 with `problems` when the entry does not pass the checks.",
+    description="`If-Match` must carry the ETag of the revision you edited (a list of them, "
+    'such as `"2", "3"`, may name it among others): 412 with `current_revision` if someone '
+    'saved since, 428 without it (`*` overwrites deliberately). Weak tags (`W/"3"`) never '
+    "match: If-Match compares strongly (RFC 9110). 422 with `problems` when the entry does "
+    "not pass the checks.",
     openapi_extra=_json_body(EntryWrite, _WRITE_EXAMPLE),
+    responses=errors(400, 403, 404, 409, 412, 413, 422, 428),
 )
 async def update_entry(
-    entry_id: str, request: Request, response: Response, session: SessionDep, principal: Editor
+    entry_id: str,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: Editor,
+    condition: Annotated[IfMatch, Depends(if_match)],
 ) -> EntryDetails:
-    base = _if_match(request)
+    # The precondition is judged before the body is read (RFC 9110 13.2.1), and once more by the
+    # save itself, which refuses a revision that is no longer the latest when it writes.
+    entry = storage.get_entry(session, entry_id)
+    if entry is None:
+        raise NotFound(f"There is no entry {entry_id!r}.")
+    condition.check(entry_id, entry.revision)
+    base = None if condition.any else entry.revision
     body = await read_json(request, EntryWrite)
     await run_in_threadpool(
         save_draft,
@@ -260,7 +400,11 @@ async def update_entry(
     return _details(session, response, entry_id)
 
 
-@router.delete("/entries/{entry_id}", summary="Archive an entry (its history is kept)")
+@router.delete(
+    "/entries/{entry_id}",
+    summary="Archive an entry (its history is kept)",
+    responses=errors(403, 404, 422),
+)
 def delete_entry(
     entry_id: str, response: Response, session: SessionDep, principal: Editor
 ) -> EntryDetails:
@@ -268,12 +412,20 @@ def delete_entry(
     return _details(session, response, entry_id)
 
 
-@router.get("/entries/{entry_id}/revisions", summary="An entry's history, newest first")
+@router.get(
+    "/entries/{entry_id}/revisions",
+    summary="An entry's history, newest first",
+    responses=errors(404, 422),
+)
 def revisions(entry_id: str, session: SessionDep) -> list[RevisionOut]:
     return revision_history(session, entry_id)
 
 
-@router.get("/entries/{entry_id}/revisions/{number}", summary="One revision with its Markdown")
+@router.get(
+    "/entries/{entry_id}/revisions/{number}",
+    summary="One revision with its Markdown",
+    responses=errors(404, 422),
+)
 def revision(entry_id: str, number: int, session: SessionDep) -> RevisionDetail:
     return revision_detail(session, entry_id, number)
 
@@ -281,6 +433,9 @@ def revision(entry_id: str, number: int, session: SessionDep) -> RevisionDetail:
 @router.post(
     "/entries/{entry_id}/revisions/{number}/restore",
     summary="Make an older revision the newest again (as a new revision)",
+    # 409 and 422: the old text no longer passes the checks (its id or a signature is taken);
+    # 412: someone saved between our read and our write.
+    responses=errors(403, 404, 409, 412, 422),
 )
 def restore_revision(
     entry_id: str, number: int, response: Response, session: SessionDep, principal: Editor
@@ -289,7 +444,7 @@ def restore_revision(
     return _details(session, response, entry_id)
 
 
-@router.get("/changes", summary="Recent changes to the wiki, newest first")
+@router.get("/changes", summary="Recent changes to the wiki, newest first", responses=errors(422))
 def changes(
     session: SessionDep,
     limit: int = Query(50, ge=1, le=500),
@@ -302,6 +457,7 @@ def changes(
     "/drafts/check",
     summary="Check a draft as the editor does: problems with lines, preview, signature tester",
     openapi_extra=_json_body(DraftIn, {"markdown": "---\nid: my-entry\n...", "paste": None}),
+    responses=errors(400, 403, 413, 422),
 )
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
