@@ -1,10 +1,10 @@
 """Checks across entry files: duplicate ids, `related` links, and signature collisions.
 
-`pitfalls check` and `pitfalls ingest` both read files through `load_entry_files`, so a file is
-judged the same way wherever it is read.
+`pitfalls check`, `pitfalls ingest` and the wiki's draft check all judge links and collisions
+with the functions here, so an entry is judged the same way wherever it comes from.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -87,30 +87,73 @@ class ExampleMatcher(Protocol):
     def match_exception_line(self, text: str) -> list[SignatureHit]: ...
 
 
+@dataclass(frozen=True)
+class Collision:
+    """`victim`'s example is matched by `rival`, of another entry, as well or better than by
+    the victim's own entry."""
+
+    victim: SignatureRecord
+    rival: SignatureRecord
+
+
+def find_collisions(
+    records: Iterable[SignatureRecord], matcher: ExampleMatcher
+) -> Iterator[Collision]:
+    """The rule: each example must be matched first by its own entry, not tied or beaten."""
+    for record in records:
+        hits = matcher.match_exception_line(record.example)
+        own = [h for h in hits if h.signature.entry_id == record.entry_id]
+        if not own:
+            continue  # the entry's own check already reports an unmatched example
+        for hit in hits:
+            if hit.signature.entry_id != record.entry_id and hit.rank >= own[0].rank:
+                yield Collision(record, hit.signature)
+
+
 def collision_problems(docs: Sequence[EntryDocument], matcher: ExampleMatcher) -> list[Problem]:
-    """Each example must be matched first by its own entry, not tied or beaten by another."""
+    """Collisions over the examples of `docs`, each reported at the example."""
     problems = []
     for doc in docs:
-        if doc.front is None:
-            continue
-        for position, sig in enumerate(doc.front.signatures):
-            hits = matcher.match_exception_line(sig.example)
-            own = [h for h in hits if h.signature.entry_id == doc.front.id]
-            if not own:
-                continue  # the entry's own check already reports an unmatched example
-            rivals = [
-                h for h in hits if h.signature.entry_id != doc.front.id and h.rank >= own[0].rank
-            ]
-            for rival in rivals:
-                problems.append(
-                    Problem(
-                        doc.path,
-                        doc.line_of("signatures", position, "example"),
-                        f"collision: the example of signatures[{position}] is matched as well or "
-                        f"better by entry {rival.signature.entry_id!r} "
-                        f"(signatures[{rival.signature.position}]); make one pattern more specific",
-                    )
+        for collision in find_collisions(signature_records([doc]), matcher):
+            victim, rival = collision.victim, collision.rival
+            problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("signatures", victim.position, "example"),
+                    f"collision: the example of signatures[{victim.position}] is matched as well "
+                    f"or better by entry {rival.entry_id!r} (signatures[{rival.position}]); "
+                    "make one pattern more specific",
                 )
+            )
+    return problems
+
+
+def rival_problems(
+    docs: Sequence[EntryDocument], others: Sequence[SignatureRecord], matcher: ExampleMatcher
+) -> list[Problem]:
+    """The other side: collisions over the examples of `others` (entries not in `docs`) that a
+    signature of `docs` wins, each reported at that signature of `docs`."""
+    by_id = {doc.front.id: doc for doc in docs if doc.front is not None}
+    if not by_id or not others:
+        return []
+    # Only examples one of `docs` matches at all can be won by it: a small set finds them.
+    reachable = SignatureMatcher(signature_records(by_id.values()))
+    suspects = [r for r in others if reachable.match_exception_line(r.example)]
+    problems = []
+    for collision in find_collisions(suspects, matcher):
+        victim, rival = collision.victim, collision.rival
+        doc = by_id.get(rival.entry_id)
+        if doc is None:
+            continue
+        problems.append(
+            Problem(
+                doc.path,
+                doc.line_of("signatures", rival.position, "message"),
+                f"collision: signatures[{rival.position}] matches the example of entry "
+                f"{victim.entry_id!r} (signatures[{victim.position}]) as well as or better than "
+                "that entry does; make one pattern more specific",
+            )
+        )
     return problems
 
 

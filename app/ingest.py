@@ -2,7 +2,9 @@
 
 A new file becomes an entry, a changed file (by content hash) a new revision, an unchanged file
 writes nothing, a removed file archives its entry (or deletes it with `prune`). Each file is its
-own transaction, so a broken file is reported and skipped while the rest load.
+own transaction, so a broken file is reported and skipped while the rest load. A file that
+`pitfalls check` would refuse next to the others (a `related` id that will not exist, a signature
+collision) is skipped the same way, judged by the checker's own functions.
 """
 
 import hashlib
@@ -16,9 +18,16 @@ from sqlmodel import Session
 
 from app import storage
 from app.accounts import INGEST
-from app.checker import collect_entry_files
-from app.entries import Problem, parse_entry_bytes
+from app.checker import (
+    collect_entry_files,
+    collision_problems,
+    related_problems,
+    rival_problems,
+    signature_records,
+)
+from app.entries import EntryDocument, Problem, parse_entry_bytes, read_entry_bytes
 from app.files import write_atomically
+from app.matching import SignatureMatcher
 from app.models import Entry
 
 
@@ -63,6 +72,18 @@ def _label(path: Path, content_dir: Path) -> str:
         return str(path)
 
 
+@dataclass
+class _Parsed:
+    label: str
+    digest: str
+    doc: EntryDocument
+
+    @property
+    def entry_id(self) -> str:
+        assert self.doc.front is not None
+        return self.doc.front.id
+
+
 def ingest_content(
     engine: Engine,
     content_dir: Path,
@@ -76,6 +97,7 @@ def ingest_content(
     with Session(engine) as session:
         known = storage.entry_file_states(session)
     seen: dict[str, str] = {}
+    parsed: list[_Parsed] = []
     for path in files:
         label = _label(path, content_dir)
         if on_progress:
@@ -88,7 +110,12 @@ def ingest_content(
             )
             continue
         seen[entry_id] = label
-        data = path.read_bytes()
+        try:
+            data = read_entry_bytes(path)
+        except OSError as exc:
+            report.counts["broken"] += 1
+            report.problems.append(Problem(label, 1, f"the file cannot be read: {exc}"))
+            continue
         digest = _file_hash(data)
         state = known.get(entry_id)
         if state is not None and state.file_hash == digest and (state.edited or not state.archived):
@@ -100,34 +127,93 @@ def ingest_content(
         if not doc.ok:
             report.counts["broken"] += 1
             continue
-        with Session(engine) as session:
-            entry = storage.get_entry(session, entry_id)
-            if entry is not None and not entry.archived and entry.content_hash == doc.content_hash:
-                # Same text (in other bytes, or written by `pitfalls export`): no revision.
-                entry.file_hash = digest
-                entry.edited_since_ingest = False
-                session.add(entry)
-                session.commit()
-                report.counts["unchanged"] += 1
-                continue
-            if entry is not None and entry.edited_since_ingest and not force:
-                report.counts["conflict"] += 1
-                report.problems.append(Problem(label, 1, _conflict(session, entry, "changed")))
-                continue
-            action = storage.save_entry(
-                session,
-                doc=doc,
-                author=INGEST.label,
-                source="ingest",
-                file_hash=digest,
-            )
-            session.commit()
-        report.counts[action] += 1
-        report.changed_ids.append(entry_id)
+        parsed.append(_Parsed(label, digest, doc))
+    refused = _cross_file_problems(engine, parsed, _retiring(known, seen, force), force)
+    for item in parsed:
+        if item.entry_id in refused:
+            report.counts["broken"] += 1
+            report.problems.extend(refused[item.entry_id])
+            continue
+        _take_file(engine, item, force, report)
     _retire_removed(engine, known, seen, prune, force, report)
     with Session(engine) as session:
         report.change_seq = storage.current_change_seq(session)
     return report
+
+
+def _writes(entry: Entry | None, doc: EntryDocument, force: bool) -> bool:
+    """Whether taking the file changes the entry (not the same text, not a wiki conflict)."""
+    if entry is None:
+        return True
+    if not entry.archived and entry.content_hash == doc.content_hash:
+        return False
+    return force or not entry.edited_since_ingest
+
+
+def _cross_file_problems(
+    engine: Engine, parsed: list[_Parsed], retiring: set[str], force: bool
+) -> dict[str, list[Problem]]:
+    """The files whose entries `pitfalls check` would refuse next to the others: `related` ids
+    that will not exist, signature collisions. The database stands in for unchanged files, as in
+    the wiki's check; only a file this ingest would write can be refused."""
+    if not parsed:
+        return {}
+    with Session(engine) as session:
+        stored = storage.get_entries(session, entry_ids=[p.entry_id for p in parsed])
+        active_ids = storage.active_entry_ids(session) - retiring
+        active_records = [
+            r for r in storage.active_signature_records(session) if r.entry_id not in retiring
+        ]
+    candidates = [p.doc for p in parsed if _writes(stored.get(p.entry_id), p.doc, force)]
+    refused: dict[str, list[Problem]] = {}
+    if not candidates:
+        return refused
+    while True:
+        # A refused file's entry keeps its stored version, which the next round judges against.
+        docs = [d for d in candidates if d.front is not None and d.front.id not in refused]
+        ids = {d.front.id for d in docs if d.front is not None}
+        kept = [r for r in active_records if r.entry_id not in ids]
+        matcher = SignatureMatcher(kept + signature_records(docs))
+        # Two files of this ingest that collide are both refused, as `check` reports both: file
+        # order must not decide which one is right. Against a stored entry, the file is refused.
+        problems = (
+            related_problems(docs, active_ids | ids)
+            + collision_problems(docs, matcher)
+            + rival_problems(docs, kept, matcher)
+        )
+        if not problems:
+            return refused
+        by_path = {d.path: d.front.id for d in docs if d.front is not None}
+        for problem in sorted(set(problems)):
+            refused.setdefault(by_path[problem.path], []).append(problem)
+
+
+def _take_file(engine: Engine, item: _Parsed, force: bool, report: IngestReport) -> None:
+    doc, entry_id = item.doc, item.entry_id
+    with Session(engine) as session:
+        entry = storage.get_entry(session, entry_id)
+        if entry is not None and not entry.archived and entry.content_hash == doc.content_hash:
+            # Same text (in other bytes, or written by `pitfalls export`): no revision.
+            entry.file_hash = item.digest
+            entry.edited_since_ingest = False
+            session.add(entry)
+            session.commit()
+            report.counts["unchanged"] += 1
+            return
+        if entry is not None and entry.edited_since_ingest and not force:
+            report.counts["conflict"] += 1
+            report.problems.append(Problem(item.label, 1, _conflict(session, entry, "changed")))
+            return
+        action = storage.save_entry(
+            session,
+            doc=doc,
+            author=INGEST.label,
+            source="ingest",
+            file_hash=item.digest,
+        )
+        session.commit()
+    report.counts[action] += 1
+    report.changed_ids.append(entry_id)
 
 
 def _conflict(session: Session, entry: Entry, what: str) -> str:
@@ -142,13 +228,30 @@ def _conflict(session: Session, entry: Entry, what: str) -> str:
     )
 
 
+def _removed(known: dict, seen: dict, prune: bool) -> list[str]:
+    """Entries that came from a file no longer there (and are not archived already, unless
+    prune deletes those too)."""
+    return [
+        entry_id
+        for entry_id, state in known.items()
+        if entry_id not in seen and state.file_hash is not None and (prune or not state.archived)
+    ]
+
+
+def _retiring(known: dict, seen: dict, force: bool) -> set[str]:
+    """The active entries this ingest archives or deletes: their ids and signatures go away."""
+    return {
+        entry_id
+        for entry_id in _removed(known, seen, prune=False)
+        if force or not known[entry_id].edited
+    }
+
+
 def _retire_removed(
     engine: Engine, known: dict, seen: dict, prune: bool, force: bool, report: IngestReport
 ) -> None:
     """Entries that came from a file no longer there are archived, or deleted with prune."""
-    for entry_id, state in known.items():
-        if entry_id in seen or state.file_hash is None or (state.archived and not prune):
-            continue
+    for entry_id in _removed(known, seen, prune):
         with Session(engine) as session:
             entry = storage.get_entry(session, entry_id)
             if entry is None:
