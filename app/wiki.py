@@ -26,6 +26,7 @@ from app.checker import (
     ExampleMatcher,
     collision_problems,
     related_problems,
+    rival_problems,
     signature_records,
 )
 from app.entries import EntryDocument, Problem, parse_entry
@@ -132,12 +133,16 @@ def check_draft(
         problems += related_problems([doc], known)
         if doc.ok:
             own = signature_records([doc])
-            matcher: ExampleMatcher = (
-                _WithDraft(shared, front.id, SignatureMatcher(own))
-                if shared is not None
-                else SignatureMatcher(_other_records(session, front.id) + own)
-            )
+            matcher: ExampleMatcher
+            if shared is not None:
+                others = [r for r in shared.records if r.entry_id != front.id]
+                matcher = _WithDraft(shared, front.id, SignatureMatcher(own))
+            else:
+                others = _other_records(session, front.id)
+                matcher = SignatureMatcher(others + own)
             problems += collision_problems([doc], matcher)
+            # A draft that wins another entry's example would make that entry uneditable.
+            problems += rival_problems([doc], others, matcher)
     return DraftCheck(doc=doc, problems=sorted(set(problems)), id_taken=id_taken)
 
 

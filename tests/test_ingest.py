@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 from app import storage
 from app.cli import cli
 from app.ingest import ingest_content
+from app.matching import SignatureMatcher
 from app.models import Change, Entry, Revision, Signature, Snippet
 from app.wiki import check_draft
 from tests.conftest import entry_text
@@ -218,6 +219,22 @@ def test_file_that_wins_a_stored_entrys_example_is_refused(engine, content_dir: 
         for p in report.problems
     )
     assert stored_ids(engine) == ["narrow"]
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_wiki_refuses_the_draft_ingest_refuses(engine, content_dir: Path, cached: bool):
+    write(content_dir, "narrow", entry_text("narrow", signatures=NARROW))
+    ingest_content(engine, content_dir)
+    # More specific than narrow's pattern: its own example is safe, narrow's is taken.
+    greedy = sig("shape mismatch in conv", "RuntimeError: shape mismatch in conv")
+    with Session(engine) as session:
+        shared = SignatureMatcher(storage.active_signature_records(session)) if cached else None
+        report = check_draft(session, entry_text("greedy", signatures=greedy), shared=shared)
+    assert [str(p) for p in report.errors] == [
+        "new-entry.md:9: collision: signatures[0] matches the example of entry 'narrow' "
+        "(signatures[0]) as well as or better than that entry does; make one pattern more "
+        "specific"
+    ]
 
 
 def test_two_new_files_that_collide_are_both_refused(engine, content_dir: Path):
