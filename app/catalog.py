@@ -1,12 +1,11 @@
 """What the home and tag pages show, from the search index (counts) and the database (recent)."""
 
-from datetime import datetime
-
 from pydantic import BaseModel
 from sqlmodel import Session
 
 from app import storage
 from app.entry_details import entry_url
+from app.models import UtcTimestamp
 from app.search import SearchService
 
 RECENT_COUNT = 8
@@ -27,7 +26,7 @@ class EntryCard(BaseModel):
 
 
 class RecentEntry(EntryCard):
-    updated_at: datetime
+    updated_at: UtcTimestamp
 
 
 class Overview(BaseModel):

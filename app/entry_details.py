@@ -2,13 +2,11 @@
 CLI all show this.
 """
 
-from datetime import datetime
-
 from pydantic import BaseModel
 from sqlmodel import Session
 
 from app import storage
-from app.models import Snippet
+from app.models import Snippet, UtcTimestamp
 
 
 class SignatureOut(BaseModel):
@@ -39,7 +37,7 @@ class VerificationOut(BaseModel):
     torch_version: str | None
     python_version: str | None
     platform: str | None
-    verified_at: datetime | None
+    verified_at: UtcTimestamp | None
     skipped_reasons: list[str]
 
 
@@ -64,8 +62,8 @@ class EntryDetails(BaseModel):
     revision: int
     revisions: int
     archived: bool
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcTimestamp
+    updated_at: UtcTimestamp
     url: str
     signatures: list[SignatureOut]
     snippets: list[SnippetOut]

@@ -10,7 +10,6 @@ unique (entry, number) constraint on revisions settles two saves that race past 
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from pydantic import BaseModel
 from pygments import highlight
@@ -38,7 +37,7 @@ from app.matching import (
     SignatureRecord,
     match_paste,
 )
-from app.models import Change, Entry, Revision
+from app.models import Change, Entry, Revision, UtcTimestamp
 from app.signatures import PatternError, compile_pattern
 from app.tracebacks import parse_traceback
 
@@ -258,7 +257,7 @@ class RevisionOut(BaseModel):
     author: str
     source: str
     message: str
-    created_at: datetime
+    created_at: UtcTimestamp
     content_hash: str
 
     @classmethod
@@ -313,7 +312,7 @@ class ChangeOut(BaseModel):
     revision: int | None
     actor: str
     message: str
-    created_at: datetime
+    created_at: UtcTimestamp
     url: str
 
 

@@ -254,7 +254,9 @@ def _edit_flow(page) -> None:
     assert page.locator("h1").inner_text().startswith("ValueError: shard index")
     page.screenshot(path=str(ARTIFACTS / "wiki-4-saved.png"))
 
-    page.fill("#q", "shard index out of range bucket")
+    # Let search-as-you-type answer first: Enter would otherwise cancel its request mid-flight.
+    with page.expect_response(lambda r: "/api/v1/search" in r.url):
+        page.fill("#q", "shard index out of range bucket")
     page.press("#q", "Enter")
     page.wait_for_url("**/search?*")
     entry_path = urlsplit(entry_url).path

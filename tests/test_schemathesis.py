@@ -46,6 +46,8 @@ def test_every_operation_answers_as_documented_and_never_5xx(server, who):
     base, clone = server
     command = [
         str(_schemathesis()),
+        "--config-file",
+        str(Path(__file__).with_name("schemathesis.toml")),
         "run",
         f"{base}/openapi.json",
         "--checks",

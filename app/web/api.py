@@ -170,7 +170,9 @@ def search(
 @router.get(
     "/entries/{entry_id}",
     summary="One entry with its rendered HTML and Markdown source",
-    description="The `ETag` header carries the entry's revision.",
+    description="The `ETag` header carries the entry's revision. An archived entry (after "
+    "`DELETE`) is 404 here; its history stays at `…/revisions`, and restoring a revision brings "
+    "it back.",
     responses=errors(404, 422),
 )
 def entry(
@@ -178,7 +180,13 @@ def entry(
     response: Response,
     entry_id: str = Path(description="The entry's id", examples=["view-non-contiguous"]),
 ) -> EntryDetails:
-    return _details(session, response, entry_id)
+    details = _details(session, response, entry_id)
+    if details.archived:
+        raise NotFound(
+            f"entry {entry_id!r} is archived; its revisions are at "
+            f"/api/v1/entries/{entry_id}/revisions, and restoring one brings it back"
+        )
+    return details
 
 
 def _details(session: Session, response: Response, entry_id: str) -> EntryDetails:

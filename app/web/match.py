@@ -25,7 +25,7 @@ _BODY_DOC = {
                 },
                 "example": {"text": "RuntimeError: view size is not compatible with input ..."},
             },
-            "text/plain": {"schema": {"type": "string"}},
+            "text/plain": {"schema": {"type": "string", "minLength": 1}},
         },
     }
 }
