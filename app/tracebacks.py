@@ -292,6 +292,8 @@ class _Walker:
         parts = [first]
         index = start + 1
         while index < len(self.lines) and _message_continues(self.lines[index]):
+            if (index - start) % 64 == 0:
+                check_budget()
             line = self.lines[index]
             if line.strip().startswith("Original Traceback (most recent call last)"):
                 break

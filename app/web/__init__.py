@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import sys
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -49,6 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
         # here instead of taking the threads that every other route needs.
         app.state.paste_limiter = work_limiter(max(2, os.cpu_count() or 2))
+        # A paste or search thread busy in Python makes the event loop wait up to this long
+        # for the GIL at each of its system calls; 5 ms by default adds up to 100s of ms.
+        sys.setswitchinterval(0.001)
         # Compile the matcher and open a searcher before the first request, not during it: RE2
         # compiles holding the GIL, which would stall every other request for that time.
         app.state.matchers.current()
