@@ -25,8 +25,9 @@ ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 TAG_PATTERN = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
 RECOMMENDED_SECTIONS = ("What you see", "Why it happens", "Fix")
 KINDS_NEEDING_SIGNATURES = ("error", "warning")
-# The default of PITFALLS_MAX_PASTE_BYTES: a draft the server takes is a file the checker reads.
-MAX_ENTRY_BYTES = 1_000_000
+# An entry is a page (the largest is 9 KB). Rendering is linear but slow in pure Python: at this
+# size the worst Markdown renders in about a second, so a draft cannot hold a worker for long.
+MAX_ENTRY_BYTES = 128 * 1024
 MAX_FRONT_MATTER_BYTES = 64 * 1024  # real front-matter is a few KB
 MAX_YAML_DEPTH = 20  # nested lists and mappings, the top-level mapping counted; real entries use 3
 assert set(EntryKind.__args__) == set(ENTRY_KINDS)
