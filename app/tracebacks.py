@@ -17,6 +17,8 @@ MAX_PARSE_CHARS = 2_000_000  # beyond this only the tail is read: the error is a
 # A longer line is cut to its first characters: they hold what a signature reads, and the
 # structure regexes then cost the same on a crafted megabyte-long line as on a real one.
 MAX_LINE_CHARS = 20_000
+# The answer explains the last exception of a chain; a log with thousands keeps its last ones.
+MAX_EXCEPTIONS = 50
 # Errors that only report that a child process failed; the child's own error is the one to explain.
 LAUNCHER_WRAPPERS = frozenset(
     {"ChildFailedError", "ProcessRaisedException", "ProcessExitedException"}
@@ -428,8 +430,8 @@ def _parse(text: str) -> ParsedPaste:
     python_version, torch_version = _versions(cleaned)
     return ParsedPaste(
         text=stripped,
-        exceptions=walker.exceptions,
-        warnings=walker.warnings,
+        exceptions=walker.exceptions[-MAX_EXCEPTIONS:],
+        warnings=walker.warnings[-MAX_EXCEPTIONS:],
         prefixes=prefixes,
         python_version=python_version,
         torch_version=torch_version,

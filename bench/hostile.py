@@ -23,26 +23,10 @@ from app.bootstrap import prepare_data
 from app.search import SearchService
 from app.settings import load_settings
 from app.storage import create_db_engine
+from tests.hostile_inputs import PASTES, QUERIES
 
 REPO = Path(__file__).resolve().parent.parent
 ORDINARY_LINE = '  File "/work/train.py", line 42, in step\n    loss = model(batch).sum()\n'
-PASTES = {
-    "frame line + 64,000 spaces": '  File "x.py", line 1, in f'
-    + " " * 64_000
-    + "x\nValueError: boom",
-    "32,000 autolinks": "<http://" * 32_000,
-    "1 MB [W] Warning: line": "[W] Warning: " + "x (function " * 76_000,
-    "990 KB nested Markdown links": "[a](http://" * 90_000,
-    "torch + 60,000 spaces": "torch" + " " * 60_000 + "x",
-    "900 KB of C++ frame starts": "frame #0: " + " (0x1 in " * 100_000,
-}
-QUERIES = {
-    "a* b* ... z*": " ".join(f"{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
-    "[a TO z]": "[a TO z]",
-    "title:[a TO zzzz]": "title:[a TO zzzz]",
-    "NOT NOT cuda": "NOT NOT cuda",
-    '"out of memory"': '"out of memory"',
-}
 ORDINARY_QUERY = "cuda out of memory"
 
 

@@ -143,6 +143,19 @@ def pitfalls_command() -> str:
     return pitfalls
 
 
+def write_token(clone: Path) -> str:
+    """A new write token for the server whose folder is `clone`, made with the CLI."""
+    created = subprocess.run(
+        [pitfalls_command(), "token", "create", "--name", "tests", "--scope", "write"],
+        cwd=clone,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return created.stdout.strip()
+
+
 @contextmanager
 def running_server(
     folder: Path, *, settings: dict[str, str] | None = None, fresh: bool = True

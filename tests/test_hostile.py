@@ -5,44 +5,22 @@ here within a second while `/api/v1/health` keeps answering within 100 ms.
 """
 
 import json
-import subprocess
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import entry_text, get, pitfalls_command, running_server
+from tests.conftest import entry_text, get, running_server, write_token
+from tests.hostile_inputs import PASTES, QUERIES
 from tests.test_hostile_entries import bomb, deep_brackets
 
 pytestmark = pytest.mark.e2e
 
 BUDGET_MS = "500"
-# Each was measured before the fix (parse time on this kind of machine): 27 s, 0.6 s, ...
-PASTES = {
-    "a frame line then 64,000 spaces": 'Traceback (most recent call last):\n  File "x.py", '
-    "line 1, in f" + " " * 64_000 + "x\nValueError: boom",
-    "32,000 autolinks": "<http://" * 32_000,
-    "a 1 MB [W] Warning: line": "[W] Warning: " + "x (function " * 76_000,
-    "a megabyte of one-line errors": ("ValueError: \n[1,\n" * 60_000)[:990_000],
-    "nested Markdown links": "[a](http://" * 90_000,
-    "torch then 60,000 spaces": "torch" + " " * 60_000 + "x",
-    "deep C++ frames": "frame #0: " + " (0x1 in " * 100_000,
-}
-QUERIES = {
-    "26 one-letter wildcards": " ".join(f"{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
-    "a range over everything": "[a TO z]",
-    "a field range": "title:[a TO zzzz]",
-    "double negation": "NOT NOT cuda",
-    "a quoted phrase": '"out of memory"',
-    "a lone star": "*",
-    "many two-letter wildcards": " ".join(f"c{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
-    "2,000 characters": "cuda " * 400,
-}
 
 
 def _timed(call) -> tuple[float, int, str]:
@@ -156,7 +134,7 @@ def test_a_hostile_draft_is_refused_within_a_second_while_health_answers(
 ):
     base, clone = bounded_server
     body = json.dumps({"markdown": markdown}).encode()
-    call = _post(base + "/api/v1/drafts/check", body, "application/json", _write_token(clone))
+    call = _post(base + "/api/v1/drafts/check", body, "application/json", write_token(clone))
     (elapsed, status, answer), slowest_health = _with_health_watch(base, call)
     assert status == 200, answer[:300]
     assert not json.loads(answer)["ok"]
@@ -164,23 +142,10 @@ def test_a_hostile_draft_is_refused_within_a_second_while_health_answers(
     assert slowest_health < 0.1, f"health took {slowest_health * 1000:.0f} ms during {name}"
 
 
-def _write_token(clone: Path) -> str:
-    env = {"PATH": str(Path(pitfalls_command()).parent) + ":/usr/bin:/bin"}
-    created = subprocess.run(
-        [pitfalls_command(), "token", "create", "--name", "race", "--scope", "write"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return created.stdout.strip()
-
-
 def test_ten_parallel_creates_of_one_id_over_two_servers_make_exactly_one(tmp_path):
     clone = tmp_path / "clone"
     with running_server(clone) as (first, _), running_server(clone, fresh=False) as (second, _):
-        token = _write_token(clone)
+        token = write_token(clone)
         markdown = entry_text("raced-entry", title="Raced entry")
         body = json.dumps({"markdown": markdown, "message": "race"}).encode()
         calls = [

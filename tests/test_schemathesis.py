@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pitfalls_command, require, running_server
+from tests.conftest import require, running_server, write_token
 
 pytestmark = pytest.mark.e2e
 
@@ -27,18 +27,6 @@ def server(tmp_path_factory):
     require(_schemathesis() is not None, "schemathesis (the `st` command) is not installed")
     with running_server(tmp_path_factory.mktemp("schemathesis")) as started:
         yield started
-
-
-def _write_token(clone: Path) -> str:
-    created = subprocess.run(
-        [pitfalls_command(), "token", "create", "--name", "schemathesis", "--scope", "write"],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    return created.stdout.strip()
 
 
 @pytest.mark.parametrize("who", ["anonymous", "write token"])
@@ -58,7 +46,7 @@ def test_every_operation_answers_as_documented_and_never_5xx(server, who, tmp_pa
         "--no-color",
     ]
     if who == "write token":
-        command += ["--header", f"Authorization: Bearer {_write_token(clone)}"]
+        command += ["--header", f"Authorization: Bearer {write_token(clone)}"]
     # In a folder of its own: schemathesis keeps its example database in the working folder.
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-12_000:] + run.stderr[-2_000:]

@@ -1,0 +1,23 @@
+"""The crafted pastes and queries that stalled the first version, shared by the hostile-input
+tests and `bench/hostile.py`. Before the fix, parsing the pastes took from 3 s to over 150 s."""
+
+PASTES = {
+    "a frame line then 64,000 spaces": 'Traceback (most recent call last):\n  File "x.py", '
+    "line 1, in f" + " " * 64_000 + "x\nValueError: boom",
+    "32,000 autolinks": "<http://" * 32_000,
+    "a 1 MB [W] Warning: line": "[W] Warning: " + "x (function " * 76_000,
+    "a megabyte of one-line errors": ("ValueError: \n[1,\n" * 60_000)[:990_000],
+    "nested Markdown links": "[a](http://" * 90_000,
+    "torch then 60,000 spaces": "torch" + " " * 60_000 + "x",
+    "deep C++ frames": "frame #0: " + " (0x1 in " * 100_000,
+}
+QUERIES = {
+    "26 one-letter wildcards": " ".join(f"{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
+    "a range over everything": "[a TO z]",
+    "a field range": "title:[a TO zzzz]",
+    "double negation": "NOT NOT cuda",
+    "a quoted phrase": '"out of memory"',
+    "a lone star": "*",
+    "many two-letter wildcards": " ".join(f"c{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
+    "2,000 characters": "cuda " * 400,
+}
