@@ -212,3 +212,31 @@ def test_a_client_that_leaves_mid_body_is_one_info_line(make_settings, content_d
     assert [r.levelno for r in records] == [logging.INFO], [r.getMessage() for r in records]
     assert "went away" in records[0].getMessage() and not records[0].exc_info
     assert json.dumps(sent[0]["status"]) == "499"
+
+
+def test_a_lone_surrogate_in_an_entry_is_a_400_and_nothing_is_saved(make_settings, repo_content):
+    from sqlmodel import Session
+
+    from app import storage
+    from app.accounts import CLI, create_token
+    from app.storage import create_db_engine
+    from app.web import create_app
+
+    settings = make_settings(repo_content)
+    with TestClient(create_app(settings)) as client:
+        engine = create_db_engine(settings)
+        with Session(engine) as session:
+            _, token = create_token(session, name="t", scope="write", expires_in=None, owner=CLI)
+            session.commit()
+        markdown = (repo_content / "view-non-contiguous.md").read_text(encoding="utf-8")
+        markdown = markdown.replace("view-non-contiguous", "lone-surrogate")
+        body = json.dumps({"markdown": markdown + "\n@@\n", "message": "x"})
+        body = body.replace("@@", "\\ud800")  # JSON's escape for a lone surrogate
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        for url in ("/api/v1/drafts/check", "/api/v1/entries"):
+            response = client.post(url, content=body, headers=headers)
+            assert response.status_code == 400, response.text[:300]
+            assert "not valid Unicode" in response.json()["error"]["message"]
+        with Session(engine) as session:
+            assert storage.get_entry(session, "lone-surrogate") is None
+        engine.dispose()
