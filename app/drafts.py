@@ -277,6 +277,10 @@ _BODY_HINTS = (
     ("Why it happens", "Explain the cause: what PyTorch expects and what the code did instead."),
     ("Fix", "Show the fix, ideally as a runnable `python fix` block, and when it applies."),
 )
+BLANK_MESSAGE = "describe the error message here"  # the message of the editor's empty entry
+# Every text the editor's templates hold for the writer to replace: an entry that still has one
+# is unfinished (`app.entries` refuses it), so a hint can never be served as a fix.
+TEMPLATE_PLACEHOLDERS = (*(hint for _, hint in _BODY_HINTS), BLANK_MESSAGE)
 
 
 def _yaml_scalar(value: str, style: str | None = "'") -> str:

@@ -16,6 +16,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app.drafts import TEMPLATE_PLACEHOLDERS
 from app.models import ENTRY_KINDS
 from app.rendering import RenderedBody, render_body
 from app.signatures import PatternError, compile_pattern, split_exception_line
@@ -413,6 +414,22 @@ def _check_body(doc: EntryDocument) -> None:
         )
 
 
+def _check_placeholders(doc: EntryDocument) -> None:
+    """The editor's template text left in the file: an unfinished entry, at each line."""
+    for number, line in enumerate(doc.markdown.split("\n"), start=1):
+        for placeholder in TEMPLATE_PLACEHOLDERS:
+            if placeholder.casefold() in line.casefold():
+                shown = placeholder if len(placeholder) <= 40 else placeholder[:37] + "…"
+                doc.problems.append(
+                    Problem(
+                        doc.path,
+                        number,
+                        f"unfinished: the editor's template text {shown!r} is still here; "
+                        "replace it with the entry's own words",
+                    )
+                )
+
+
 def _too_large(path: str) -> EntryDocument:
     doc = EntryDocument(path=path, markdown="", front=None, body="", body_line=1, rendered=None)
     doc.problems.append(
@@ -496,6 +513,7 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
     doc.rendered = render_body(doc.body)
     _check_fields(doc, expected_id)
     _check_body(doc)
+    _check_placeholders(doc)
     return doc
 
 

@@ -102,3 +102,26 @@ def test_repository_content_is_clean_under_strict():
         cli, ["check", "--strict", str(Path(__file__).parent.parent / "content")]
     )
     assert result.exit_code == 0, result.output
+
+
+def test_an_entry_with_the_editors_template_text_is_an_error_at_its_line(content_dir: Path):
+    from app.drafts import TEMPLATE_PLACEHOLDERS
+    from app.web.wiki_pages import BLANK_ENTRY
+
+    body = (
+        "## What you see\n\nAn error.\n\n## Why it happens\n\nBecause.\n\n"
+        f"## Fix\n\n*{TEMPLATE_PLACEHOLDERS[2]}*\n"
+    )
+    path = write(content_dir, "half-done", entry_text("half-done", body=body))
+    line = path.read_text().split("\n").index(f"*{TEMPLATE_PLACEHOLDERS[2]}*") + 1
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 1
+    assert f"{path}:{line}: unfinished: the editor's template text 'Show the fix" in result.output
+    # Every placeholder of the new-entry template is caught, wherever it sits.
+    blank = write(content_dir, "blank", BLANK_ENTRY)
+    lines = blank.read_text().split("\n")
+    flagged = {p.line for p in check_paths([blank]).errors if "unfinished" in p.message}
+    assert flagged == {
+        n for n, text in enumerate(lines, 1) if any(t in text for t in TEMPLATE_PLACEHOLDERS)
+    }
+    assert len(flagged) == 7

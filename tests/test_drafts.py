@@ -11,6 +11,7 @@ from app.checker import signature_records
 from app.drafts import (
     EMPTY_MESSAGE_PATTERN,
     MAX_SOURCE_CHARS,
+    TEMPLATE_PLACEHOLDERS,
     DraftSignature,
     draft_id,
     draft_markdown,
@@ -303,8 +304,13 @@ def test_draft_id_avoids_taken_ids():
 
 
 def parsed_draft(exception: str | None, message: str, summary: str | None = None):
+    """The draft as a writer leaves it: the body's hints replaced, the summary filled when given
+    (`test_an_untouched_draft_is_unfinished_at_each_hint` checks the hints left in)."""
     entry_id = draft_id(exception, message)
     markdown = draft_markdown(exception, message)
+    for hint in TEMPLATE_PLACEHOLDERS[:-1]:
+        assert markdown.count(hint) == 1
+        markdown = markdown.replace(hint, "Written by the team.")
     if summary is not None:
         assert markdown.count("\nsummary: ''\n") == 1
         markdown = markdown.replace("\nsummary: ''\n", f"\nsummary: {summary}\n")
@@ -340,6 +346,16 @@ def test_markdown_with_a_summary_has_no_problems(case: Case):
     matcher = SignatureMatcher(signature_records([doc]))
     (hit,) = matcher.match_exception_line(case.variant)
     assert hit.signature.entry_id == doc.front.id
+
+
+def test_an_untouched_draft_is_unfinished_at_each_hint():
+    markdown = draft_markdown("ValueError", "bad value 3")
+    doc = parse_entry(markdown, "draft.md")
+    lines = markdown.split("\n")
+    unfinished = [p for p in doc.problems if p.message.startswith("unfinished:")]
+    assert [p.severity for p in unfinished] == ["error"] * 3
+    hints = [line for line in lines if line.startswith("*") and line.endswith("*")]
+    assert [lines[p.line - 1] for p in unfinished] == hints
 
 
 def test_long_title_is_shortened_at_a_word():

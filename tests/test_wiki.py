@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, func, select
 
 from app.accounts import CLI, add_user, create_token, set_role
+from app.drafts import TEMPLATE_PLACEHOLDERS
 from app.models import AuditEvent, Change, Revision
 from app.wiki import check_draft
 from tests.conftest import entry_text
@@ -464,6 +465,11 @@ def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wi
     assert problem["line"] == 9 and "position" in problem["message"]
     unmatched = check(entry_text("new-one").replace("number 42 happened", "happened"))
     assert any("example" in p["message"] and p["line"] == 10 for p in unmatched["problems"])
+    hint = "*Show the fix, ideally as a runnable `python fix` block, and when it applies.*"
+    unfinished = check(entry_text("new-one").replace("print('fixed')\n```\n", f"```\n\n{hint}\n"))
+    assert not unfinished["ok"]
+    assert [(p["line"], p["severity"]) for p in unfinished["problems"]] == [(26, "error")]
+    assert unfinished["problems"][0]["message"].startswith("unfinished: the editor's template")
     colliding = entry_text("new-one").replace("failure in new-one", "failure in first-entry")
     collision = check(colliding)
     assert any(
@@ -503,7 +509,9 @@ def test_starting_an_entry_from_an_unknown_traceback(wiki: Wiki):
     assert "exception: ValueError" in markdown
     assert "(?P<name>" in markdown and "(?P<n>" in markdown and "(?P<n2>" in markdown
     assert "example: 'ValueError: bucket ''train_a'' holds 17 shards" in markdown
-    assert "summary is empty" in editor.text
+    assert "summary is empty" in editor.text and "unfinished: the editor" in editor.text
+    for hint in TEMPLATE_PLACEHOLDERS:
+        markdown = markdown.replace(hint, "The team wrote this.")
     form = {
         "markdown": markdown.replace("summary: ''", "summary: Shards and sampler disagree."),
         "message": "New pitfall from a paste",

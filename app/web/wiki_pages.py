@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import storage
 from app.catalog import NotFound
-from app.drafts import draft_markdown
+from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.web.api import draft_out
 from app.web.auth import Editor, form_fields, read_access
 from app.web.deps import SessionDep
@@ -32,7 +32,7 @@ from app.wiki import (
 router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
 
 MAX_PREFILL_MESSAGE = 2000
-BLANK_ENTRY = draft_markdown("RuntimeError", "describe the error message here")
+BLANK_ENTRY = draft_markdown("RuntimeError", BLANK_MESSAGE)
 
 
 def _editor(
