@@ -74,14 +74,23 @@ def entry_url(entry_id: str) -> str:
     return f"/entries/{entry_id}"
 
 
-def verification_summary(session: Session, *, entry_id: str, snippets: int) -> VerificationOut:
+def verification_summary(
+    session: Session, *, entry_id: str, snippets: list[Snippet]
+) -> VerificationOut:
+    """Results of snippets that really ran; a snippet without one that declares `requires=` is
+    counted as skipped, with what it declares as the reason."""
     rows = storage.latest_verifications(session, entry_id=entry_id)
-    counts = {
-        status: sum(r.status == status for r in rows) for status in ("passed", "failed", "skipped")
-    }
+    ran = {r.snippet_position for r in rows}
+    declared = [
+        f"requires {s.options['requires']}"
+        for s in snippets
+        if s.position not in ran and s.options.get("requires")
+    ]
+    counts = {status: sum(r.status == status for r in rows) for status in ("passed", "failed")}
+    counts["skipped"] = len(declared)
     if counts["failed"]:
         status = "failing"
-    elif counts["passed"] and counts["passed"] == snippets:
+    elif counts["passed"] and counts["passed"] == len(snippets):
         status = "verified"
     elif counts["passed"]:
         status = "partly verified"
@@ -95,7 +104,7 @@ def verification_summary(session: Session, *, entry_id: str, snippets: int) -> V
         python_version=newest.python_version if newest else None,
         platform=newest.platform if newest else None,
         verified_at=newest.verified_at if newest else None,
-        skipped_reasons=sorted({r.reason for r in rows if r.status == "skipped"}),
+        skipped_reasons=sorted(set(declared)),
     )
 
 
@@ -131,5 +140,5 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
             for s in storage.entry_signatures(session, entry_id=entry.id)
         ],
         snippets=[SnippetOut.of(s) for s in snippets],
-        verification=verification_summary(session, entry_id=entry.id, snippets=len(snippets)),
+        verification=verification_summary(session, entry_id=entry.id, snippets=snippets),
     )

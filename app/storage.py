@@ -149,11 +149,12 @@ def all_snippets(session: Session, *, entry_ids: Sequence[str] = ()) -> Sequence
 
 def latest_verifications(session: Session, *, entry_id: str) -> list[Verification]:
     """The newest result of each snippet of the entry, for the code and role it has now: a
-    snippet changed in a revision (or turned from a fix into a repro) is unverified until run."""
+    snippet changed in a revision (or turned from a fix into a repro) is unverified until run.
+    Skips (stored by older versions of verify) are no results: they never hide a real one."""
     current = {s.position: s for s in entry_snippets(session, entry_id=entry_id)}
     query = (
         select(Verification)
-        .where(Verification.entry_id == entry_id)
+        .where(Verification.entry_id == entry_id, Verification.status != "skipped")
         .order_by(col(Verification.verified_at).desc(), col(Verification.id).desc())
     )
     latest: dict[int, Verification] = {}

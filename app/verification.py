@@ -216,6 +216,14 @@ def unmet_requirement(snippet: SnippetToRun, env: Environment) -> str | None:
     for module in sorted(imported_modules(snippet.code)):
         if not env.packages.get(module, False):
             return f"imports {module}: the package is not installed"
+    # Why the text and not the imports: a snippet can reach torch through a subprocess
+    # (`python -c "import torch"`), a helper module it writes, `importlib.import_module("torch")`
+    # or `__import__`, none of which an import statement shows. Run without torch, such a
+    # snippet would fail and publish a false "failing" result. In a PyTorch knowledge base any
+    # snippet whose code names torch anywhere (torchvision, libtorch, a string) needs it, so
+    # without torch it is skipped; only code that never names torch runs there.
+    if env.torch_version is None and "torch" in snippet.code.casefold():
+        return "torch is not installed (the snippet's code names torch)"
     return None
 
 
@@ -488,7 +496,9 @@ def verify_entries(
         on_result=on_result,
     )
     with Session(engine) as session:
-        for result in results:
+        # Only what really ran is a result: a skip says nothing about the snippet, and stored
+        # it would hide an earlier pass made where the snippet's environment was complete.
+        for result in (r for r in results if r.status != "skipped"):
             storage.record_verification(
                 session,
                 result=Verification(

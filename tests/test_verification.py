@@ -206,7 +206,8 @@ def test_verify_command_stores_results_and_exits_one_on_failure(
 
     engine = create_db_engine(settings)
     with Session(engine) as session:
-        assert len(session.exec(select(Verification)).all()) == 3
+        # The skipped snippet ran nowhere: no result is stored for it.
+        assert len(session.exec(select(Verification)).all()) == 2
         summary = get_entry_details(session, "good").verification
         assert (summary.status, summary.passed, summary.skipped) == ("partly verified", 2, 1)
         assert summary.python_version and summary.verified_at
@@ -374,3 +375,66 @@ def test_verify_command_refuses_a_named_wiki_entry_without_include_wiki(
     result = CliRunner().invoke(cli, ["verify", "good"])
     assert result.exit_code == 2
     assert "edited in the wiki since ingest: good: add --include-wiki" in result.output
+
+
+TORCH_IN_DISGUISE = {
+    "through-importlib": 'import importlib\n\nimportlib.import_module("torch")\n',
+    "through-a-subprocess": (
+        "import subprocess\nimport sys\n\n"
+        'subprocess.run([sys.executable, "-c", "import torch"], check=True)\n'
+    ),
+    "through-a-helper-module": (
+        'with open("helper.py", "w") as f:\n    f.write("import torch\\n")\nimport helper\n'
+    ),
+    "directly": "import torch\n\ntorch.zeros(2)\n",
+}
+
+
+def test_verify_without_torch_skips_every_torch_snippet_and_stores_nothing_for_them(
+    make_settings, content_dir: Path, tmp_path: Path
+):
+    """The real command, with --python of a fresh venv that has no torch: however a snippet
+    reaches torch, it is skipped, nothing fails, and only the snippet without torch is stored."""
+    import os
+    import subprocess
+
+    venv = tmp_path / "no-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True)
+    assert probe.returncode != 0, "the fresh venv must not have torch"
+    for name, code in TORCH_IN_DISGUISE.items():
+        body = f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\n{code}```\n"
+        (content_dir / f"{name}.md").write_text(entry_text(name, body=body), encoding="utf-8")
+    plain = "## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\nprint(1)\n```\n"
+    (content_dir / "plain.md").write_text(entry_text("plain", body=plain), encoding="utf-8")
+    settings = make_settings(content_dir)
+    env = {
+        **os.environ,
+        "PITFALLS_DATA_DIR": str(settings.data_dir),
+        "PITFALLS_CONTENT_DIR": str(content_dir),
+    }
+    command = [str(Path(sys.executable).with_name("pitfalls")), "verify", "--json"]
+    done = subprocess.run(
+        [*command, "--python", python], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["environment"]["torch_version"] is None
+    statuses = {r["entry"]: (r["status"], r["reason"]) for r in data["results"]}
+    skipped = ("skipped", "torch is not installed (the snippet's code names torch)")
+    assert statuses == {
+        **dict.fromkeys(TORCH_IN_DISGUISE, skipped),
+        "directly": ("skipped", "imports torch: the package is not installed"),
+        "plain": ("passed", ""),
+    }
+    from app.storage import create_db_engine
+
+    engine = create_db_engine(settings)
+    with Session(engine) as session:
+        stored = session.exec(select(Verification)).all()
+        assert [(v.entry_id, v.status) for v in stored] == [("plain", "passed")]
+        assert stored[0].torch_version is None and stored[0].python_version
+        for name in TORCH_IN_DISGUISE:
+            assert get_entry_details(session, name).verification.status == "unverified"
+    engine.dispose()
