@@ -157,6 +157,60 @@ def rival_problems(
     return problems
 
 
+# A prefix word that narrows a tag to another thing: `multi-gpu` is not a spelling of `gpu`.
+QUALIFYING_PREFIXES = frozenset({"multi", "single", "non"})
+
+
+def _tag_key(tag: str) -> str:
+    """A tag with its separators and a plural `s` dropped: `in-place` and `inplace`, `image`
+    and `images` have one key."""
+    key = tag.replace("-", "").replace(".", "")
+    return key[:-1] if len(key) > 3 and key.endswith("s") and not key.endswith("ss") else key
+
+
+def near_duplicate_tags(a: str, b: str) -> bool:
+    """Two spellings of one tag: the same key, or one is the other after a prefix word
+    (`data-augmentation`, `augmentation`)."""
+    if a == b:
+        return False
+    if _tag_key(a) == _tag_key(b):
+        return True
+    for longer, shorter in ((a, b), (b, a)):
+        head, _, rest = longer.partition("-")
+        if rest and head not in QUALIFYING_PREFIXES and _tag_key(rest) == _tag_key(shorter):
+            return True
+    return False
+
+
+def tag_spelling_problems(
+    docs: Sequence[EntryDocument], context: Sequence[EntryDocument] = ()
+) -> list[Problem]:
+    """A warning at each tag of `docs` that another entry (of `docs` or `context`) spells
+    another way: a tag filter finds only one spelling, so the corpus should use one."""
+    users: dict[str, list[str]] = {}
+    for doc in [*docs, *context]:
+        for tag in doc.front.tags if doc.front is not None else ():
+            users.setdefault(tag, []).append(Path(doc.path).name)
+    problems = []
+    for doc in docs:
+        for index, tag in enumerate(doc.front.tags if doc.front is not None else ()):
+            for other in sorted(t for t in users if near_duplicate_tags(tag, t)):
+                files = users[other]
+                named = ", ".join(files[:3]) + (
+                    f" and {len(files) - 3} more" if len(files) > 3 else ""
+                )
+                problems.append(
+                    Problem(
+                        doc.path,
+                        doc.line_of("tags", index),
+                        f"tag {tag!r} looks like {other!r} (used in {named}): "
+                        "one tag spelled two ways; use one spelling",
+                        "warning",
+                    )
+                )
+    return problems
+
+
 @dataclass
 class CheckReport:
     docs: list[EntryDocument]
@@ -188,4 +242,5 @@ def check_paths(paths: Sequence[Path]) -> CheckReport:
     problems += related_problems(docs, known)
     matcher = SignatureMatcher(signature_records(d for d in all_docs if d.ok))
     problems += collision_problems([d for d in docs if d.ok], matcher)
+    problems += tag_spelling_problems(docs, context)
     return CheckReport(docs=docs, problems=sorted(set(problems)))

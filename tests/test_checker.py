@@ -125,3 +125,31 @@ def test_an_entry_with_the_editors_template_text_is_an_error_at_its_line(content
         n for n, text in enumerate(lines, 1) if any(t in text for t in TEMPLATE_PLACEHOLDERS)
     }
     assert len(flagged) == 7
+
+
+def test_near_duplicate_tags_across_files_are_warnings_naming_both(content_dir: Path):
+    from app.checker import near_duplicate_tags
+
+    for a, b in [
+        ("inplace", "in-place"),
+        ("image", "images"),
+        ("augmentation", "data-augmentation"),
+        ("module", "nn-module"),
+    ]:
+        assert near_duplicate_tags(a, b) and near_duplicate_tags(b, a)
+    for a, b in [("gpu", "multi-gpu"), ("memory", "memory-layout"), ("loss", "los"), ("a", "a")]:
+        assert not near_duplicate_tags(a, b)
+    write(
+        content_dir, "one", entry_text("one").replace("tags: [tensor]", "tags: [tensor, inplace]")
+    )
+    write(content_dir, "two", entry_text("two").replace("tags: [tensor]", "tags: [in-place]"))
+    report = check_paths([content_dir])
+    assert not report.errors
+    assert [str(p) for p in report.warnings] == [
+        f"{content_dir}/one.md:6: warning: tag 'inplace' looks like 'in-place' (used in two.md): "
+        "one tag spelled two ways; use one spelling",
+        f"{content_dir}/two.md:6: warning: tag 'in-place' looks like 'inplace' (used in one.md): "
+        "one tag spelled two ways; use one spelling",
+    ]
+    strict = CliRunner().invoke(cli, ["check", "--strict", str(content_dir / "two.md")])
+    assert strict.exit_code == 1 and "looks like 'inplace' (used in one.md)" in strict.output
