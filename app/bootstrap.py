@@ -15,6 +15,7 @@ from app import storage
 from app.ingest import IngestReport, ingest_content
 from app.search_index import IndexState, update_index
 from app.settings import Settings
+from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
 
 
 @dataclass
@@ -45,5 +46,8 @@ def prepare_data(
         report = ingest_content(
             engine, settings.content_dir, prune=prune, force=force, on_progress=on_progress
         )
+    if settings.content_dir is not None:
+        # Results shipped next to the entries, for snippets whose code is still the same.
+        load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
     assert settings.index_dir is not None
     return PrepareReport(ingest=report, index=update_index(engine, settings.index_dir))

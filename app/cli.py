@@ -169,6 +169,12 @@ def search(
     is_flag=True,
     help="Where no sandbox works, run wiki snippets anyway as plain subprocesses of yours.",
 )
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also merge the results that ran into this JSON file, e.g. content/verification.json: "
+    "the results a fresh data dir shows on first start.",
+)
 def verify(
     entry_ids: tuple[str, ...],
     as_json: bool,
@@ -178,6 +184,7 @@ def verify(
     python: str,
     include_wiki: bool,
     unsafe_no_sandbox: bool,
+    record: Path | None,
 ) -> None:
     """Run every snippet: a repro must fail with its own entry's error, a fix or demo exit 0.
 
@@ -250,6 +257,12 @@ def verify(
             f"in the wiki ({', '.join(run.left_out)}): run them with --include-wiki",
             err=True,
         )
+    if record is not None:
+        from app.shipped_results import write_records
+        from app.verification import verification_rows
+
+        held = write_records(record, verification_rows(run.results, run.environment))
+        click.echo(f"recorded the results that ran in {record} ({held} held)", err=True)
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=2))
     else:

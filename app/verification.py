@@ -429,6 +429,28 @@ class VerifyRun:
         }
 
 
+def verification_rows(results: Iterable[SnippetResult], env: Environment) -> list[Verification]:
+    """The results to store, each with its environment. Only what really ran is a result: a skip
+    says nothing about the snippet, and stored it would hide an earlier pass made where the
+    snippet's environment was complete."""
+    return [
+        Verification(
+            entry_id=result.snippet.entry_id,
+            snippet_position=result.snippet.position,
+            role=result.snippet.role,
+            code_hash=result.snippet.code_hash,
+            status=result.status,
+            reason=result.reason,
+            duration_ms=result.duration_ms,
+            torch_version=env.torch_version,
+            python_version=env.python_version,
+            platform=env.platform,
+        )
+        for result in results
+        if result.status != "skipped"
+    ]
+
+
 def _database_folder(engine: Engine) -> list[str]:
     """The folder of a SQLite database: never to be shown to a snippet."""
     database = engine.url.database
@@ -496,23 +518,7 @@ def verify_entries(
         on_result=on_result,
     )
     with Session(engine) as session:
-        # Only what really ran is a result: a skip says nothing about the snippet, and stored
-        # it would hide an earlier pass made where the snippet's environment was complete.
-        for result in (r for r in results if r.status != "skipped"):
-            storage.record_verification(
-                session,
-                result=Verification(
-                    entry_id=result.snippet.entry_id,
-                    snippet_position=result.snippet.position,
-                    role=result.snippet.role,
-                    code_hash=result.snippet.code_hash,
-                    status=result.status,
-                    reason=result.reason,
-                    duration_ms=result.duration_ms,
-                    torch_version=env.torch_version,
-                    python_version=env.python_version,
-                    platform=env.platform,
-                ),
-            )
+        for row in verification_rows(results, env):
+            storage.record_verification(session, result=row)
         session.commit()
     return VerifyRun(env, results, sandbox=runner.description, left_out=left_out)

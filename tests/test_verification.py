@@ -438,3 +438,110 @@ def test_verify_without_torch_skips_every_torch_snippet_and_stores_nothing_for_t
         for name in TORCH_IN_DISGUISE:
             assert get_entry_details(session, name).verification.status == "unverified"
     engine.dispose()
+
+
+def test_shipped_results_show_on_first_start_only_for_unchanged_code(
+    make_settings, content_dir: Path, tmp_path: Path
+):
+    """`verify --record` writes the results next to the entries; a fresh data dir stores the
+    ones whose snippet code is unchanged, and the entry page shows them."""
+    from fastapi.testclient import TestClient
+
+    from app.entries import content_hash
+    from app.shipped_results import SHIPPED_RESULTS_NAME, write_records
+    from app.web import create_app
+
+    def body(code: str) -> str:
+        return f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\n{code}\n```\n"
+
+    for name in ("kept", "changed"):
+        (content_dir / f"{name}.md").write_text(
+            entry_text(name, body=body(f"print('{name}')")), encoding="utf-8"
+        )
+    shipped = content_dir / SHIPPED_RESULTS_NAME
+    rows = [
+        Verification(
+            entry_id=name,
+            snippet_position=0,
+            role="fix",
+            code_hash=content_hash(f"print('{name}')\n"),
+            status="passed",
+            torch_version="2.13.0",
+            python_version="3.11.7",
+            platform="Linux-x86_64",
+        )
+        for name in ("kept", "changed")
+    ]
+    assert write_records(shipped, rows) == 2
+    assert write_records(shipped, []) == 2  # a run that stores nothing keeps what was there
+    (content_dir / "changed.md").write_text(
+        entry_text("changed", body=body("print('changed since')")), encoding="utf-8"
+    )
+    settings = make_settings(content_dir)
+    with TestClient(create_app(settings)) as client:
+        kept = client.get("/entries/kept").text
+        changed = client.get("/entries/changed").text
+        assert client.get("/api/v1/entries/kept").json()["verification"]["status"] == "verified"
+    assert "Verified on torch 2.13.0, Python 3.11.7" in kept and "1 passed" in kept
+    assert "Snippets not verified yet" in changed
+    # Start-up again: nothing is stored twice.
+    with TestClient(create_app(settings)):
+        pass
+    from app.storage import create_db_engine
+
+    engine = create_db_engine(settings)
+    with Session(engine) as session:
+        stored = session.exec(select(Verification)).all()
+        assert [(v.entry_id, v.status) for v in stored] == [("kept", "passed")]
+    engine.dispose()
+
+
+def test_verify_record_writes_what_ran_with_its_environment_and_no_paths(
+    make_settings, content_dir: Path, tmp_path: Path, monkeypatch
+):
+    settings = make_settings(content_dir)
+    monkeypatch.setenv("PITFALLS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("PITFALLS_CONTENT_DIR", str(content_dir))
+    body = (
+        "## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\nprint('ok')\n```\n\n"
+        "```python demo requires=cuda\nimport torch\n```\n"
+    )
+    (content_dir / "rec.md").write_text(entry_text("rec", body=body), encoding="utf-8")
+    target = tmp_path / "results.json"
+    result = CliRunner().invoke(cli, ["verify", "--record", str(target)])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(target.read_text())["results"]
+    assert set(record) == {
+        "entry",
+        "position",
+        "role",
+        "code_hash",
+        "status",
+        "torch_version",
+        "python_version",
+        "platform",
+        "date",
+    }
+    assert (record["entry"], record["position"], record["status"]) == ("rec", 0, "passed")
+    assert str(tmp_path) not in target.read_text()
+
+
+def test_the_shipped_results_describe_the_repository_content():
+    """Every record of content/verification.json names a snippet of the entries, and at least
+    most of them still match the code (a changed snippet is simply not loaded)."""
+    from app.checker import collect_entry_files, load_entry_files
+    from app.entries import content_hash
+    from app.shipped_results import SHIPPED_RESULTS_NAME
+    from tests.conftest import REPO_CONTENT
+
+    records = json.loads((REPO_CONTENT / SHIPPED_RESULTS_NAME).read_text())["results"]
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    hashes = {
+        (doc.front.id, n): content_hash(s.code)
+        for doc in docs
+        for n, s in enumerate(doc.rendered.snippets)
+    }
+    assert all(r["status"] in ("passed", "failed") for r in records)
+    matching = [r for r in records if hashes.get((r["entry"], r["position"])) == r["code_hash"]]
+    assert len(matching) >= 0.8 * len(records)
+    assert "/" not in "".join(r["platform"] for r in records)

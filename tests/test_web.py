@@ -104,11 +104,14 @@ def test_facet_links_keep_the_other_filter_and_toggle_their_own(real_client):
     assert re.search(r'href="/search\?q=tensor"\s+aria-current="true"', page)
 
 
-def test_entry_page_says_when_snippets_are_not_verified_yet(real_client):
+def test_entry_page_shows_the_shipped_verification_on_first_start(real_client):
+    """content/verification.json holds what verify ran; a fresh data dir shows it (a snippet
+    changed since, or never run, stays "not verified yet": tests/test_verification.py)."""
     page = real_client.get("/entries/view-non-contiguous").text
-    assert "Snippets not verified yet" in page
+    assert re.search(r"Verified on torch 2\.13\.0\S*, Python 3\.11\.\d+, \d{4}-\d\d-\d\d:", page)
     data = real_client.get("/api/v1/entries/view-non-contiguous").json()
-    assert data["verification"]["status"] == "unverified"
+    assert data["verification"]["status"] == "verified"
+    assert data["verification"]["torch_version"].startswith("2.13.0")
 
 
 PAGE_TYPES = [  # page, its JSON twin, the list of entries the page must show
