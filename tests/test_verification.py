@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from app.cli import cli
 from app.entry_details import get_entry_details
@@ -390,6 +390,54 @@ TORCH_IN_DISGUISE = {
 }
 
 
+def _python_without_torch(tmp_path: Path) -> str:
+    import subprocess
+
+    venv = tmp_path / "no-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True)
+    assert probe.returncode != 0, "the fresh venv must not have torch"
+    return python
+
+
+def test_verify_without_torch_on_the_repository_content_fails_nothing_and_stores_no_torch_result(
+    make_settings, repo_content: Path, tmp_path: Path
+):
+    import os
+    import subprocess
+
+    settings = make_settings(repo_content)
+    env = {
+        **os.environ,
+        "PITFALLS_DATA_DIR": str(settings.data_dir),
+        "PITFALLS_CONTENT_DIR": str(repo_content),
+    }
+    pitfalls = str(Path(sys.executable).with_name("pitfalls"))
+    command = [pitfalls, "verify", "--json", "--python", _python_without_torch(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)["results"]
+    assert len(results) > 200
+    assert [r for r in results if r["status"] == "failed"] == []
+    from app.storage import create_db_engine
+
+    engine = create_db_engine(settings)
+    with Session(engine) as session:
+        from app.models import Snippet
+
+        code = {(s.entry_id, s.position): s.code for s in session.exec(select(Snippet)).all()}
+        # Rows of this run have no torch version; the shipped results (torch 2.13) stay.
+        this_run = session.exec(
+            select(Verification).where(col(Verification.torch_version).is_(None))
+        ).all()
+        assert this_run and all(
+            "torch" not in code[(v.entry_id, v.snippet_position)].casefold() for v in this_run
+        )
+        assert get_entry_details(session, "view-non-contiguous").verification.status == "verified"
+    engine.dispose()
+
+
 def test_verify_without_torch_skips_every_torch_snippet_and_stores_nothing_for_them(
     make_settings, content_dir: Path, tmp_path: Path
 ):
@@ -398,11 +446,7 @@ def test_verify_without_torch_skips_every_torch_snippet_and_stores_nothing_for_t
     import os
     import subprocess
 
-    venv = tmp_path / "no-torch"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    probe = subprocess.run([python, "-c", "import torch"], capture_output=True)
-    assert probe.returncode != 0, "the fresh venv must not have torch"
+    python = _python_without_torch(tmp_path)
     for name, code in TORCH_IN_DISGUISE.items():
         body = f"## What you see\n\n## Why it happens\n\n## Fix\n\n```python fix\n{code}```\n"
         (content_dir / f"{name}.md").write_text(entry_text(name, body=body), encoding="utf-8")
