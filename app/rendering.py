@@ -108,9 +108,9 @@ def _requires_problems(value: str) -> list[str]:
         if name == "gpus":
             if not (equals and count.isascii() and count.isdigit() and int(count) >= 1):
                 problems.append(f"requires {item!r}: write gpus=N with N a whole number from 1")
-        elif equals or not (name in ("cuda", "no-cuda") or _MODULE_NAME.fullmatch(name)):
+        elif equals or not (name in ("cuda", "no-cuda", "mps") or _MODULE_NAME.fullmatch(name)):
             problems.append(
-                f"requires {item!r} is not cuda, no-cuda, gpus=N or an importable package name"
+                f"requires {item!r} is not cuda, no-cuda, mps, gpus=N or an importable package name"
             )
     if "cuda" in items and "no-cuda" in items:
         problems.append("requires both cuda and no-cuda: the snippet could never run")

@@ -46,12 +46,14 @@ import importlib.util, json, platform, sys
 names = json.loads(sys.argv[1])
 facts = {"python_version": platform.python_version(), "platform": platform.platform(terse=True),
          "packages": {n: importlib.util.find_spec(n) is not None for n in names},
-         "torch_version": None, "cuda": False, "gpus": 0}
+         "torch_version": None, "cuda": False, "gpus": 0, "mps": False}
 if facts["packages"].get("torch"):
     import torch
     facts["torch_version"] = torch.__version__
     facts["cuda"] = torch.cuda.is_available()
     facts["gpus"] = torch.cuda.device_count() if facts["cuda"] else 0
+    mps = getattr(torch.backends, "mps", None)
+    facts["mps"] = bool(mps and mps.is_available())
 print(json.dumps(facts))
 """
 
@@ -85,6 +87,7 @@ class Environment:
     cuda: bool
     gpus: int
     packages: dict[str, bool]
+    mps: bool = False  # an Apple GPU (Metal)
 
     @property
     def description(self) -> str:
@@ -207,6 +210,11 @@ def unmet_requirement(snippet: SnippetToRun, env: Environment) -> str | None:
         elif name == "no-cuda":
             if env.cuda:
                 return "requires no-cuda: it shows the error of a machine without CUDA"
+        elif name == "mps":
+            if env.torch_version is None:
+                return "requires mps: torch is not installed"
+            if not env.mps:
+                return "requires mps: no Apple MPS device here"
         elif name == "gpus":
             wanted = int(value) if value.isdigit() else 1
             if env.gpus < wanted:

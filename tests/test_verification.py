@@ -589,3 +589,11 @@ def test_the_shipped_results_describe_the_repository_content():
     matching = [r for r in records if hashes.get((r["entry"], r["position"])) == r["code_hash"]]
     assert len(matching) >= 0.8 * len(records)
     assert "/" not in "".join(r["platform"] for r in records)
+
+
+def test_an_mps_requirement_names_the_missing_device_not_a_package():
+    snippet = SnippetToRun("mine", 0, "repro", "import torch", {"requires": "mps"})
+    cpu = Environment(sys.executable, "3.11", "t", "2.13.0", False, 0, {"torch": True})
+    assert unmet_requirement(snippet, cpu) == "requires mps: no Apple MPS device here"
+    mac = Environment(sys.executable, "3.11", "t", "2.13.0", False, 0, {"torch": True}, mps=True)
+    assert unmet_requirement(snippet, mac) is None
