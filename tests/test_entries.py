@@ -158,8 +158,8 @@ def test_warning_for_missing_sections():
         ("requires=gpus=two", "requires 'gpus=two': write gpus=N"),
         ("requires=gpus", "requires 'gpus': write gpus=N"),
         ("requires=my-package", "requires 'my-package' is not cuda, no-cuda, mps, gpus=N or an"),
-        ("requires=cuda,,numpy", "requires '' is not cuda, no-cuda, gpus=N or an"),
-        ("requires=cuda=1", "requires 'cuda=1' is not cuda, no-cuda, gpus=N or an"),
+        ("requires=cuda,,numpy", "requires '' is not cuda, no-cuda, mps, gpus=N or an"),
+        ("requires=cuda=1", "requires 'cuda=1' is not cuda, no-cuda, mps, gpus=N or an"),
         ("requires=cuda,no-cuda", "requires both cuda and no-cuda: the snippet could never run"),
     ],
 )
