@@ -9,6 +9,7 @@ since the file was written shows as not verified until verify runs it.
 """
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,14 @@ SHIPPED_RESULTS_NAME = "verification.json"
 FORMAT = 1
 
 
+def generic_platform(platform: str | None) -> str | None:
+    """`Linux-x86_64`: the system and the architecture, never the kernel build of one machine."""
+    if not platform:
+        return platform
+    arch = re.search(r"x86_64|amd64|aarch64|arm64|ppc64le|s390x", platform)
+    return f"{platform.split('-', 1)[0]}-{arch.group(0)}" if arch else platform.split("-", 1)[0]
+
+
 def to_record(row: Verification) -> dict:
     return {
         "entry": row.entry_id,
@@ -33,7 +42,7 @@ def to_record(row: Verification) -> dict:
         "status": row.status,
         "torch_version": row.torch_version,
         "python_version": row.python_version,
-        "platform": row.platform,
+        "platform": generic_platform(row.platform),
         "date": utc_iso(row.verified_at),
     }
 
