@@ -26,7 +26,7 @@ from app.storage import create_db_engine
 from tests.hostile_inputs import PASTES, QUERIES
 
 REPO = Path(__file__).resolve().parent.parent
-ORDINARY_LINE = '  File "/work/train.py", line 42, in step\n    loss = model(batch).sum()\n'
+ORDINARY_LINE = '  File "/home/user/train.py", line 42, in step\n    loss = model(batch).sum()\n'
 ORDINARY_QUERY = "cuda out of memory"
 
 
