@@ -172,7 +172,8 @@ def probe_environment(
     names = {"torch"}
     for snippet in snippets:
         names.update(imported_modules(snippet.code))
-        names.update(r for r in _required(snippet) if r not in ("cuda", "no-cuda") and "=" not in r)
+        devices = ("cuda", "no-cuda", "mps")
+        names.update(r for r in _required(snippet) if r not in devices and "=" not in r)
     runner = runner or Unsandboxed(python)
     with runner.python(args=["-c", _PROBE, json.dumps(sorted(names))]) as launch:
         try:
