@@ -29,6 +29,7 @@ from app.search_index import (
     SEARCH_FIELDS,
     current_generation,
     read_state,
+    rebuild_index,
     update_index,
 )
 
@@ -255,8 +256,6 @@ class SearchService:
 
         def rebuild() -> None:
             try:
-                from app.search_index import rebuild_index
-
                 rebuild_index(self.engine, self.index_dir)
                 with self._lock:
                     self._close_all()

@@ -6,6 +6,7 @@ import sys
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -23,7 +24,6 @@ from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 from app.web.headers import add_security_headers
-from app.web.offload import work_limiter
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.matchers = MatcherCache(engine, settings.index_check_interval_ms)
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
         # here instead of taking the threads that every other route needs.
-        app.state.paste_limiter = work_limiter(max(2, os.cpu_count() or 2))
+        app.state.paste_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
         # A paste or search thread busy in Python makes the event loop wait up to this long
         # for the GIL at each of its system calls; 5 ms by default adds up to 100s of ms.
         sys.setswitchinterval(0.001)

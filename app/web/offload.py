@@ -24,10 +24,6 @@ BUSY_MESSAGE = (
 )
 
 
-def work_limiter(threads: int) -> anyio.CapacityLimiter:
-    return anyio.CapacityLimiter(threads)
-
-
 async def _stop_on_disconnect(request: Request, budget: Budget, scope: anyio.CancelScope) -> None:
     # The body has been read, so the next message is the disconnect, if the client leaves.
     message = await request.receive()
