@@ -7,25 +7,48 @@
 import re
 import threading
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import storage
 from app.change_feed import ChangeWatcher
 from app.entry_details import SnippetOut, entry_url
-from app.matching import SignatureMatcher, known_matches, match_paste
+from app.matching.paste_matcher import PasteMatcher
 from app.normalization import normalize_message
 from app.rendering import markdown_section, render_body
-from app.search import IndexUnavailable, SearchService, SearchTooSlow
 from app.tracebacks import ParsedPaste, parse_traceback
 
 MAX_MATCHES = 5
 MAX_RELATED = 5
 NO_MATCH_MESSAGE = "No known pitfall matches this error."
 NO_ERROR_MESSAGE = "No error message was found in the pasted text."
-_PLACEHOLDER = re.compile(r"<\w+>")
-_QUERY_NOISE = re.compile(r"[^\w\s\u3400-\u9fff]+")
+FOREIGN_MESSAGE = (
+    "No known pitfall matches this error, and it does not look like a PyTorch error: "
+    "it comes from {library}."
+)
+# Libraries whose own errors people paste next to PyTorch's: the top-level package of the
+# exception's type or of the frame that raised it.
+_FOREIGN = {
+    "pandas": "pandas",
+    "numpy": "NumPy",
+    "cv2": "OpenCV",
+    "pip": "pip",
+    "_pip": "pip",
+    "sklearn": "scikit-learn",
+    "PIL": "Pillow",
+    "matplotlib": "Matplotlib",
+    "scipy": "SciPy",
+    "tensorflow": "TensorFlow",
+    "keras": "Keras",
+    "jax": "JAX",
+    "requests": "requests",
+    "urllib3": "urllib3",
+    "yaml": "PyYAML",
+    "h5py": "h5py",
+    "setuptools": "setuptools",
+}
+_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_][\w]*)")
 
 
 class FrameOut(BaseModel):
@@ -79,8 +102,17 @@ class MatchOut(BaseModel):
     summary: str
     kind: str
     url: str
-    confidence: float
-    why: WhyOut
+    tier: str = Field(
+        description="signature: one of the entry's signatures matched (deterministic); "
+        "likely: no signature matched, but the entry covers the error's words (calibrated)."
+    )
+    confidence: float = Field(
+        description="For likely matches, calibrated: 0.8 is right about 80 % of the time."
+    )
+    why: WhyOut | None = Field(description="How a signature matched; null for likely matches.")
+    likely_words: list[str] = Field(
+        default_factory=list, description="For likely matches: the words that made it likely."
+    )
     captures: dict[str, str]
     fix_markdown: str
     fix_html: str
@@ -92,36 +124,43 @@ class RelatedOut(BaseModel):
     title: str
     summary: str
     url: str
-    score: float
+    score: float = Field(description="Share of the error's rare words the entry holds (0-1).")
 
 
 class Answer(BaseModel):
-    known: bool
+    known: bool = Field(description="True when `matches` is not empty (either tier).")
     message: str
-    matches: list[MatchOut]
-    related: list[RelatedOut]  # when nothing is known: found by text, not a known match
+    matches: list[MatchOut] = Field(description="Signature matches first, then likely ones.")
+    related: list[RelatedOut]  # when nothing matched: found by text, not a match
+    foreign: str | None = Field(
+        default=None,
+        description="When nothing matched and the error comes from another library: its name.",
+    )
     parsed: ParsedOut
 
 
 class MatcherCache:
-    """One compiled matcher per process, rebuilt when the database's change sequence moves."""
+    """One compiled matcher (both tiers) per process, rebuilt when the change sequence moves."""
 
     def __init__(self, engine: Engine, check_interval_ms: int = 1000) -> None:
         self.engine = engine
         self._watcher = ChangeWatcher(engine, check_interval_ms)
-        self._matcher: SignatureMatcher | None = None
+        self._matcher: PasteMatcher | None = None
         self._seq = -1
         self._lock = threading.Lock()
 
     def expire(self) -> None:
         self._watcher.expire()
 
-    def current(self) -> SignatureMatcher:
+    def current(self) -> PasteMatcher:
         seq = self._watcher.poll(force=self._matcher is None)
         if seq is not None and seq != self._seq:
             with self._lock, Session(self.engine) as session:
-                matcher = SignatureMatcher(storage.active_signature_records(session))
-                matcher.match_message("warm up the DFA")  # the first match builds it lazily
+                matcher = PasteMatcher.build(
+                    storage.active_signature_records(session), storage.active_entry_texts(session)
+                )
+                # the first match builds the DFA lazily
+                matcher.signatures.match_message("warm up the DFA")
                 self._matcher, self._seq = matcher, seq
         assert self._matcher is not None
         return self._matcher
@@ -160,81 +199,89 @@ def _parsed_out(parsed: ParsedPaste) -> ParsedOut:
     )
 
 
-def _search_text(parsed: ParsedPaste) -> str:
+def foreign_library(parsed: ParsedPaste) -> str | None:
+    """The library the final error comes from, when it is one that is not PyTorch."""
     final = parsed.final
-    if final is not None:
-        text = f"{final.type} {normalize_message(final.message)}"
-    elif parsed.warnings:
-        text = normalize_message(parsed.warnings[-1].message)
-    else:
-        text = normalize_message(parsed.text[-500:])
-    text = _QUERY_NOISE.sub(" ", _PLACEHOLDER.sub(" ", text))
-    return " ".join(text.split()[:40])
+    if final is None:
+        return None
+    head = re.split(r"\.|::", final.qualified_type)[0]
+    if head in _FOREIGN and "." in final.qualified_type:
+        return _FOREIGN[head]
+    for frame in reversed(final.frames):
+        found = _PACKAGE.search(frame.file)
+        if found:
+            return _FOREIGN.get(found.group("package"))
+    return None
 
 
-def answer_paste(
-    text: str, *, engine: Engine, matcher: SignatureMatcher, search: SearchService | None
-) -> Answer:
+def _entry_match(session: Session, entry, match) -> MatchOut:
+    fix = markdown_section(entry.body_markdown, "Fix")
+    snippets = storage.entry_snippets(session, entry_id=entry.id)
+    found = match.signature
+    why = None
+    if found is not None:
+        hit = found.hit
+        why = WhyOut(
+            signature=hit.signature.message,
+            example=hit.signature.example,
+            exception=hit.signature.exception,
+            matched_in=found.matched_in,
+            subject=found.subject,
+            span=hit.span,
+            matched_text=found.matched_text,
+        )
+    return MatchOut(
+        id=entry.id,
+        title=entry.title,
+        summary=entry.summary,
+        kind=entry.kind,
+        url=entry_url(entry.id),
+        tier=match.tier,
+        confidence=match.confidence,
+        why=why,
+        likely_words=list(match.words),
+        captures=found.hit.captures if found is not None else {},
+        fix_markdown=fix,
+        fix_html=render_body(fix).html if fix else "",
+        snippets=[SnippetOut.of(s) for s in snippets],
+    )
+
+
+def answer_paste(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer:
     parsed = parse_traceback(text)
-    found = known_matches(match_paste(matcher, parsed))[:MAX_MATCHES]
+    result = matcher.match(parsed)
+    found = result.matches[:MAX_MATCHES]
+    related_ids = [c.entry_id for c in result.related[:MAX_RELATED]]
     matches: list[MatchOut] = []
+    related: list[RelatedOut] = []
     with Session(engine) as session:
-        entries = storage.get_entries(session, entry_ids=[m.entry_id for m in found])
+        entries = storage.get_entries(
+            session, entry_ids=[m.entry_id for m in found] + related_ids
+        )
         for match in found:
             entry = entries.get(match.entry_id)
-            if entry is None or entry.archived:
-                continue
-            fix = markdown_section(entry.body_markdown, "Fix")
-            snippets = storage.entry_snippets(session, entry_id=entry.id)
-            hit = match.hit
-            matches.append(
-                MatchOut(
-                    id=entry.id,
-                    title=entry.title,
-                    summary=entry.summary,
-                    kind=entry.kind,
-                    url=entry_url(entry.id),
-                    confidence=match.confidence,
-                    why=WhyOut(
-                        signature=hit.signature.message,
-                        example=hit.signature.example,
-                        exception=hit.signature.exception,
-                        matched_in=match.matched_in,
-                        subject=match.subject,
-                        span=hit.span,
-                        matched_text=match.matched_text,
-                    ),
-                    captures=hit.captures,
-                    fix_markdown=fix,
-                    fix_html=render_body(fix).html if fix else "",
-                    snippets=[SnippetOut.of(s) for s in snippets],
+            if entry is not None and not entry.archived:
+                matches.append(_entry_match(session, entry, match))
+    if not matches:
+        for candidate in result.related[:MAX_RELATED]:
+            entry = entries.get(candidate.entry_id)
+            if entry is not None and not entry.archived:
+                related.append(
+                    RelatedOut(
+                        id=entry.id,
+                        title=entry.title,
+                        summary=entry.summary,
+                        url=entry_url(entry.id),
+                        score=round(candidate.features["coverage"], 3),
+                    )
                 )
-            )
-    related: list[RelatedOut] = []
-    query = _search_text(parsed)
-    if search is not None and query and not matches:
-        known = {m.id for m in matches}
-        try:
-            result = search.search(
-                query, limit=MAX_RELATED + len(known), highlights=False, facets=False
-            )
-        except (IndexUnavailable, SearchTooSlow):
-            result = None  # the answer stands without the entries related by text
-        related = (
-            []
-            if result is None
-            else [
-                RelatedOut(
-                    id=h.id, title=h.title, summary=h.summary, url=entry_url(h.id), score=h.score
-                )
-                for h in result.hits
-                if h.id not in known
-            ][:MAX_RELATED]
-        )
+    foreign = None
     if matches:
-        message = f"Known pitfall: {matches[0].title}"
+        label = "Known pitfall" if matches[0].tier == "signature" else "Likely"
+        message = f"{label}: {matches[0].title}"
     elif parsed.exceptions or parsed.warnings:
-        message = NO_MATCH_MESSAGE
+        foreign = foreign_library(parsed)
+        message = FOREIGN_MESSAGE.format(library=foreign) if foreign else NO_MATCH_MESSAGE
     else:
         message = NO_ERROR_MESSAGE
     return Answer(
@@ -242,5 +289,6 @@ def answer_paste(
         message=message,
         matches=matches,
         related=related,
+        foreign=foreign,
         parsed=_parsed_out(parsed),
     )

@@ -11,6 +11,8 @@ from typing import Protocol
 
 from app.entries import EntryDocument, Problem, read_entry_file
 from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
+from app.matching.likely import EntryText
+from app.rendering import markdown_section
 
 
 def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
@@ -45,6 +47,27 @@ def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
                 )
             )
     return records
+
+
+def entry_texts(docs: Iterable[EntryDocument]) -> list[EntryText]:
+    """What the likely tier reads of each entry file, as `storage.active_entry_texts` does."""
+    texts = []
+    for doc in docs:
+        front = doc.front
+        if front is None:
+            continue
+        texts.append(
+            EntryText(
+                entry_id=front.id,
+                title=front.title,
+                summary=front.summary,
+                aliases=tuple(front.aliases),
+                symptoms=markdown_section(doc.body, "What you see"),
+                examples=tuple(s.example for s in front.signatures),
+                exception_types=frozenset(s.exception for s in front.signatures if s.exception),
+            )
+        )
+    return texts
 
 
 def duplicate_id_problems(docs: Sequence[EntryDocument]) -> list[Problem]:

@@ -294,21 +294,20 @@ def _answer(text: str, server: str | None) -> dict:
 
     from app.answers import answer_paste
     from app.bootstrap import prepare_data
-    from app.matching import SignatureMatcher
-    from app.search import SearchService
-    from app.storage import active_signature_records, create_db_engine
+    from app.matching.paste_matcher import PasteMatcher
+    from app.storage import active_entry_texts, active_signature_records, create_db_engine
 
     settings = _settings()
     engine = create_db_engine(settings)
     prepare_data(settings, engine, ingest="if-empty")
     with Session(engine) as session:
-        matcher = SignatureMatcher(active_signature_records(session))
-    search = SearchService(settings.index_dir, engine)
+        matcher = PasteMatcher.build(
+            active_signature_records(session), active_entry_texts(session)
+        )
     try:
         text = text[-settings.max_paste_bytes :]
-        return answer_paste(text, engine=engine, matcher=matcher, search=search).model_dump()
+        return answer_paste(text, engine=engine, matcher=matcher).model_dump()
     finally:
-        search.close()
         engine.dispose()
 
 
@@ -316,8 +315,14 @@ def _print_answer(answer: dict, err: bool = False) -> None:
     click.echo(answer["message"], err=err)
     for match in answer["matches"]:
         why = match["why"]
-        click.echo(f"\n  {match['title']}  [{match['id']}, {match['confidence']:.0%}]", err=err)
-        click.echo(f"  matched: {why['matched_text']}", err=err)
+        tier = "" if match["tier"] == "signature" else "likely, "
+        click.echo(
+            f"\n  {match['title']}  [{match['id']}, {tier}{match['confidence']:.0%}]", err=err
+        )
+        if why:
+            click.echo(f"  matched: {why['matched_text']}", err=err)
+        else:
+            click.echo(f"  likely because of: {', '.join(match['likely_words'])}", err=err)
         for name, value in match["captures"].items():
             click.echo(f"  {name.replace('_', ' ')}: {value}", err=err)
         if match["fix_markdown"]:

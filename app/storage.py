@@ -17,7 +17,9 @@ from sqlmodel import Session, col, create_engine, delete, select
 
 from app.entries import EntryDocument, content_hash
 from app.matching import SignatureRecord
+from app.matching.likely import EntryText
 from app.models import Change, Entry, Revision, Signature, Snippet, Verification, utcnow
+from app.rendering import markdown_section
 from app.resources import resource_dir
 from app.settings import Settings
 
@@ -179,6 +181,29 @@ def active_signature_records(session: Session) -> list[SignatureRecord]:
             frame=s.frame,
         )
         for s in active_signatures(session)
+    ]
+
+
+def active_entry_texts(session: Session) -> list[EntryText]:
+    """What the likely tier reads of every active entry."""
+    examples: dict[str, list[str]] = {}
+    types: dict[str, set[str]] = {}
+    for s in active_signatures(session):
+        examples.setdefault(s.entry_id, []).append(s.example)
+        if s.exception:
+            types.setdefault(s.entry_id, set()).add(s.exception)
+    query = select(Entry).where(col(Entry.archived).is_(False)).order_by(col(Entry.id))
+    return [
+        EntryText(
+            entry_id=e.id,
+            title=e.title,
+            summary=e.summary,
+            aliases=tuple(e.aliases),
+            symptoms=markdown_section(e.body_markdown, "What you see"),
+            examples=tuple(examples.get(e.id, ())),
+            exception_types=frozenset(types.get(e.id, ())),
+        )
+        for e in session.exec(query)
     ]
 
 

@@ -469,7 +469,7 @@ def changes(
 )
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
-    shared = request.app.state.matchers.current()
+    shared = request.app.state.matchers.current().signatures
     return await run_in_threadpool(
         draft_out, session, body.markdown, body.entry_id, body.paste, shared
     )

@@ -40,9 +40,7 @@ async def _answer(request: Request, text: str) -> Answer:
     state = request.app.state
     return await run_within_budget(
         request,
-        lambda: answer_paste(
-            text, engine=state.engine, matcher=state.matchers.current(), search=state.search
-        ),
+        lambda: answer_paste(text, engine=state.engine, matcher=state.matchers.current()),
         budget_ms=state.settings.match_budget_ms,
         limiter=state.paste_limiter,
     )
@@ -53,10 +51,12 @@ async def _answer(request: Request, text: str) -> Answer:
     tags=["api"],
     summary="Explain a traceback: known pitfalls that match it, why, and the fix",
     description=(
-        'Send the paste as JSON `{"text": ...}` or as a text/plain body. `matches` holds only '
-        "known matches above the confidence threshold, best first (empty when nothing is "
-        "known); `related` holds entries found by text when nothing is known. The paste is "
-        "not stored."
+        'Send the paste as JSON `{"text": ...}` or as a text/plain body. `matches` holds the '
+        'matches, best first: `"tier": "signature"` (a signature of the entry matched) before '
+        '`"tier": "likely"` (no signature matched; the entry covers the error, with a calibrated '
+        "confidence above the threshold). Empty when nothing matches; then `related` may hold "
+        "entries that cover part of the error, and `foreign` names the library an error comes "
+        "from when it is not PyTorch. The paste is not stored."
     ),
     openapi_extra=_BODY_DOC,
 )

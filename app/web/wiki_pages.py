@@ -48,7 +48,7 @@ def _editor(
     conflict: dict | None = None,
     status_code: int = 200,
 ):
-    shared = request.app.state.matchers.current()
+    shared = request.app.state.matchers.current().signatures
     draft = draft_out(session, markdown, entry_id, paste or None, shared)
     context = {
         "markdown": markdown,

@@ -1,0 +1,158 @@
+"""Measuring the matcher on a corpus of real pastes, and fitting the likely tier's model on one.
+
+A corpus folder holds manifests (`<batch>.json`: a list of cases with `file`, `source`,
+`expected` entry or null, `negative`, `format`) and the pasted texts they name. Each case falls in
+half "A" or "B" by a hash of its source, so one thread never sits in both halves and the split
+never depends on what the matcher does. Fit on one half, report on the other.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.matching.calibration import Model, choose_threshold, fit, reliability
+from app.matching.paste_matcher import PasteMatcher
+from app.tracebacks import parse_traceback
+
+
+@dataclass(frozen=True)
+class Case:
+    file: str
+    text: str
+    source: str
+    expected: str | None
+    negative: str | None = None  # hard | other, for negatives
+    format: str = ""
+
+    @property
+    def half(self) -> str:
+        digest = hashlib.sha256(self.source.strip().lower().encode()).hexdigest()
+        return "AB"[int(digest[:8], 16) % 2]
+
+
+def load_corpus(folder: Path) -> list[Case]:
+    cases = []
+    for manifest in sorted(folder.glob("*.json")):
+        for item in json.loads(manifest.read_text(encoding="utf-8")):
+            text = (folder / item["file"]).read_bytes().decode("utf-8", errors="replace")
+            cases.append(
+                Case(
+                    file=item["file"],
+                    text=text,
+                    source=item["source"],
+                    expected=item.get("expected"),
+                    negative=item.get("negative"),
+                    format=item.get("format", ""),
+                )
+            )
+    return cases
+
+
+@dataclass
+class Outcome:
+    case: Case
+    answer: str | None  # the entry the matcher puts first, or None
+    tier: str | None
+    confidence: float | None
+    # For fitting: every likely candidate's features and whether it is the expected entry,
+    # when no signature claimed the paste.
+    rows: list[tuple[dict[str, float], bool]]
+    top_likely: tuple[float, bool] | None  # (confidence, right) of the best likely candidate
+
+    @property
+    def right(self) -> bool:
+        return self.answer == self.case.expected
+
+
+def run(matcher: PasteMatcher, cases: Iterable[Case]) -> list[Outcome]:
+    outcomes = []
+    for case in cases:
+        result = matcher.match(parse_traceback(case.text))
+        signature = [m for m in result.matches if m.tier == "signature"]
+        rows: list[tuple[dict[str, float], bool]] = []
+        top_likely = None
+        if not signature:
+            for candidate in result.candidates:
+                rows.append((dict(candidate.features), candidate.entry_id == case.expected))
+            scored = [(matcher.model.confidence(f), ok) for f, ok in rows]
+            if scored:
+                top_likely = max(scored, key=lambda item: item[0])
+        first = result.matches[0] if result.matches else None
+        outcomes.append(
+            Outcome(
+                case=case,
+                answer=first.entry_id if first else None,
+                tier=first.tier if first else None,
+                confidence=first.confidence if first else None,
+                rows=rows,
+                top_likely=top_likely,
+            )
+        )
+    return outcomes
+
+
+def fit_model(outcomes: Sequence[Outcome], *, fitted_on: str = "") -> Model:
+    """A model fitted on `outcomes` (their likely candidates), with its threshold."""
+    rows = [row for o in outcomes for row in o.rows]
+    weights, bias = fit([f for f, _ in rows], [ok for _, ok in rows])
+    model = Model(weights=weights, bias=bias, threshold=1.0, fitted_on=fitted_on)
+    positives, negatives = [], []
+    for outcome in outcomes:
+        if not outcome.rows:
+            continue
+        confidence, right = max(
+            ((model.confidence(f), ok) for f, ok in outcome.rows), key=lambda item: item[0]
+        )
+        if outcome.case.expected is None:
+            negatives.append(confidence)
+        else:
+            positives.append((confidence, right))
+    threshold = choose_threshold(positives, negatives)
+    return Model(weights=weights, bias=bias, threshold=threshold, fitted_on=fitted_on)
+
+
+@dataclass
+class Report:
+    positives: int
+    positives_right: int
+    negatives: int
+    negatives_clear: int
+    by_tier: dict[str, int]
+    wrong: list[tuple[str, str | None, str | None, str | None]]  # file, expected, answer, tier
+    reliability: list[tuple[str, int, float | None, float | None]]
+
+    @property
+    def top1(self) -> float:
+        return self.positives_right / self.positives if self.positives else 0.0
+
+    @property
+    def negatives_clear_share(self) -> float:
+        return self.negatives_clear / self.negatives if self.negatives else 1.0
+
+
+def report(outcomes: Sequence[Outcome]) -> Report:
+    positives = [o for o in outcomes if o.case.expected]
+    negatives = [o for o in outcomes if not o.case.expected]
+    by_tier: dict[str, int] = {}
+    for o in outcomes:
+        key = o.tier or "none"
+        by_tier[key] = by_tier.get(key, 0) + 1
+    scored = [o.top_likely for o in outcomes if o.top_likely is not None]
+    return Report(
+        positives=len(positives),
+        positives_right=sum(1 for o in positives if o.right),
+        negatives=len(negatives),
+        negatives_clear=sum(1 for o in negatives if o.answer is None),
+        by_tier=by_tier,
+        wrong=[(o.case.file, o.case.expected, o.answer, o.tier) for o in outcomes if not o.right],
+        reliability=reliability(scored),
+    )
+
+
+def with_model(matcher: PasteMatcher, model: Model) -> PasteMatcher:
+    """The same compiled matcher with another likely model (no recompiling)."""
+    clone = object.__new__(PasteMatcher)
+    clone.signatures, clone.likely, clone.model = matcher.signatures, matcher.likely, model
+    return clone

@@ -1,0 +1,280 @@
+"""The likely tier: entries scored by how much of a paste's error they cover.
+
+Each entry becomes one small document: its signature examples, title, aliases, summary and the
+"What you see" text, with field weights. A paste becomes a query: the normalized message of the
+error to explain (or, for a fragment with no exception line, its text) and, apart, the names in
+the user's last frames. Candidates come from an inverted index (BM25); each candidate then gets a
+few features that a calibrated model (`calibration`) turns into one confidence:
+
+- `coverage`: the share of the message's rare-token weight (IDF) that the entry's text holds;
+- `example_cover`: the same against the best single signature example (a fragment of a message
+  is covered whole by the example it came from);
+- `example_recall`: the share of that example's weight found in the message (the whole message,
+  with noise around it);
+- `type`: the paste's exception type agrees with the entry's signatures (1), disagrees (0), or
+  one of them is unknown (0.5);
+- `frames`: the share of the frame names' weight that the entry's text holds;
+- `margin`: how far the candidate's BM25 score is ahead of the next one's;
+- `weak_hit`: one of the entry's signatures matched but was not certain enough to count;
+- `length`: how many distinct words the message has (a two-word message says little).
+
+Everything is pure Python over small dictionaries, built once per change of the content.
+"""
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from whoosh.lang.porter import stem
+
+from app.budget import check_budget
+from app.normalization import normalize_message
+
+FEATURES = (
+    "coverage",
+    "example_cover",
+    "example_recall",
+    "type",
+    "frames",
+    "margin",
+    "weak_hit",
+    "length",
+)
+CANDIDATES = 5
+# Field weights of an entry's document: what an error prints counts most.
+_WEIGHTS = {"examples": 3, "title": 2, "aliases": 2, "symptoms": 1, "summary": 1}
+# A word in more than this share of the entries does not propose candidates (it still counts in
+# the features): it would only make every query touch every entry.
+_COMMON_SHARE = 0.25
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[{_CJK}]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+_PLACEHOLDER = re.compile(r"<(?:path|addr|shape|dtype|device|size|n)>")
+# Words that say nothing about which error it is: English function words and the vocabulary
+# of every traceback.
+_STOP = frozenset(
+    """
+    a an and are as at be been but by can could did do does for from had has have he her his
+    how i if in into is it its me my no not of on or our she so than that the their them then
+    there these they this those to too was we were what when where which while who why will
+    with would you your yes also any all some such just only one two use used using please
+    file line traceback most recent call last error exception raise raised self return
+    py def none true false see above following occurred
+    """.split()
+)
+
+
+def _parts(word: str) -> Iterable[str]:
+    pieces = [p for p in re.split(r"[._]", word) if p]
+    if len(pieces) > 1:
+        yield word.lower()  # the identifier whole: num_batches_tracked, torch.cuda.floattensor
+    for piece in pieces:
+        camel = _CAMEL.findall(piece)
+        if len(camel) > 1:
+            yield piece.lower()
+            yield from (c.lower() for c in camel)
+        else:
+            yield piece.lower()
+
+
+def tokens(text: str) -> list[str]:
+    """Stemmed words and identifier parts of `text`, placeholders and stop words left out."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(_PLACEHOLDER.sub(" ", text)):
+        word = match.group()
+        if "\u3400" <= word[0]:
+            out.extend(word[i : i + 2] for i in range(max(1, len(word) - 1)))
+            continue
+        for part in _parts(word):
+            if len(part) < 2 or part in _STOP:
+                continue
+            out.append(stem(part) if part.isalpha() else part)
+    return out
+
+
+@dataclass(frozen=True)
+class EntryText:
+    """What the likely tier reads of one entry."""
+
+    entry_id: str
+    title: str
+    summary: str = ""
+    aliases: tuple[str, ...] = ()
+    symptoms: str = ""  # the "What you see" section
+    examples: tuple[str, ...] = ()  # the signatures' examples
+    exception_types: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a paste asks: the error's words, its type, and the names in its last frames."""
+
+    message: str
+    exception_type: str | None
+    frame_text: str = ""
+
+    @property
+    def words(self) -> list[str]:
+        return tokens(normalize_message(self.message))
+
+
+@dataclass
+class Candidate:
+    entry_id: str
+    score: float  # BM25
+    confidence: float = 0.0  # set by the calibrated model
+    features: dict[str, float] = field(default_factory=dict)
+    words: list[str] = field(default_factory=list)  # the message's words the entry holds
+
+
+@dataclass
+class _Doc:
+    entry_id: str
+    terms: Counter
+    length: float
+    vocabulary: frozenset[str]
+    examples: list[frozenset[str]]
+    exception_types: frozenset[str]
+
+
+class LikelyIndex:
+    """An inverted index of the entries' texts; `candidates` proposes and describes entries."""
+
+    def __init__(self, entries: Iterable[EntryText]) -> None:
+        self._docs: list[_Doc] = []
+        postings: dict[str, list[tuple[int, float]]] = {}
+        for entry in entries:
+            fields = {
+                "examples": " ".join(entry.examples),
+                "title": entry.title,
+                "aliases": " ".join(entry.aliases),
+                "symptoms": entry.symptoms,
+                "summary": entry.summary,
+            }
+            terms: Counter = Counter()
+            for name, text in fields.items():
+                for token in tokens(normalize_message(text)):
+                    terms[token] += _WEIGHTS[name]
+            doc = _Doc(
+                entry_id=entry.entry_id,
+                terms=terms,
+                length=float(sum(terms.values())),
+                vocabulary=frozenset(terms),
+                examples=[frozenset(tokens(normalize_message(e))) for e in entry.examples],
+                exception_types=entry.exception_types,
+            )
+            index = len(self._docs)
+            self._docs.append(doc)
+            for term, weight in terms.items():
+                postings.setdefault(term, []).append((index, weight))
+        count = max(1, len(self._docs))
+        self._average = sum(d.length for d in self._docs) / count if self._docs else 1.0
+        self._idf = {
+            term: math.log(1 + (count - len(p) + 0.5) / (len(p) + 0.5))
+            for term, p in postings.items()
+        }
+        self._unknown_idf = math.log(1 + (count + 0.5) / 0.5)
+        self._postings = postings
+        self._common = max(8, int(count * _COMMON_SHARE))
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def idf(self, term: str) -> float:
+        return self._idf.get(term, self._unknown_idf)
+
+    def candidates(
+        self, query: Query, *, weak_hits: Iterable[str] = (), limit: int = CANDIDATES
+    ) -> list[Candidate]:
+        """The best `limit` entries for `query` by BM25, each with its features."""
+        words = list(dict.fromkeys(query.words))
+        if not words:
+            return []
+        scores: dict[int, float] = {}
+        for term in words:
+            found = self._postings.get(term)
+            if not found or len(found) > self._common:
+                continue
+            check_budget()
+            idf = self._idf[term]
+            for index, weight in found:
+                doc = self._docs[index]
+                norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * doc.length / self._average)
+                scores[index] = scores.get(index, 0.0) + idf * weight * (_BM25_K1 + 1) / (
+                    weight + norm
+                )
+        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
+        if not ranked:
+            return []
+        weak = set(weak_hits)
+        frame_words = list(dict.fromkeys(tokens(query.frame_text)))
+        weights = {w: self.idf(w) for w in words}
+        total = sum(weights.values())
+        out = []
+        for position, (index, score) in enumerate(ranked):
+            doc = self._docs[index]
+            following = ranked[position + 1][1] if position + 1 < len(ranked) else 0.0
+            leader = ranked[0][1]
+            covered = [w for w in words if w in doc.vocabulary]
+            best_cover, best_recall = 0.0, 0.0
+            for example in doc.examples:
+                if not example:
+                    continue
+                cover = sum(weights[w] for w in words if w in example) / total
+                mass = sum(self.idf(t) for t in example)
+                recall = sum(self.idf(t) for t in example if t in weights) / mass
+                if (cover, recall) > (best_cover, best_recall):
+                    best_cover, best_recall = cover, recall
+            frames = 0.0
+            if frame_words:
+                frame_total = sum(self.idf(w) for w in frame_words)
+                frames = sum(self.idf(w) for w in frame_words if w in doc.vocabulary) / frame_total
+            if query.exception_type and doc.exception_types:
+                agrees = 1.0 if query.exception_type in doc.exception_types else 0.0
+            else:
+                agrees = 0.5
+            out.append(
+                Candidate(
+                    entry_id=doc.entry_id,
+                    score=score,
+                    words=covered,
+                    features={
+                        "coverage": sum(weights[w] for w in covered) / total,
+                        "example_cover": best_cover,
+                        "example_recall": best_recall,
+                        "type": agrees,
+                        "frames": frames,
+                        # ahead of the next candidate (the leader) or behind the leader (others)
+                        "margin": (score - following) / score
+                        if position == 0
+                        else (score - leader) / leader,
+                        "weak_hit": 1.0 if doc.entry_id in weak else 0.0,
+                        "length": min(1.0, math.log1p(len(words)) / math.log1p(30)),
+                    },
+                )
+            )
+        return out
+
+    def explain(self, candidate: Candidate, limit: int = 6) -> list[str]:
+        """The rarest words that made `candidate` likely, for people to read."""
+        ranked = sorted(candidate.words, key=self.idf, reverse=True)
+        return ranked[:limit]
+
+
+def frame_text(frames: Sequence[object], last: int = 3) -> str:
+    """The function names, code and file names of the last frames, as one text."""
+    parts = []
+    for frame in list(frames)[-last:]:
+        function = getattr(frame, "function", None) or ""
+        code = getattr(frame, "code", None) or ""
+        file = getattr(frame, "file", "") or ""
+        name = re.split(r"[/\\]", file)[-1].removesuffix(".py")
+        if function.startswith("<"):
+            function = ""
+        parts.extend([function, code, name])
+    return " ".join(p for p in parts if p)

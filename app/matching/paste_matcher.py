@@ -1,0 +1,117 @@
+"""Both tiers behind one call: signatures first, then likely matches, then related entries.
+
+A signature match is deterministic and always wins. When no signature claims the paste, the
+likely tier proposes the entries whose text covers the error best and keeps those whose calibrated
+confidence reaches the model's threshold. Whatever else covers a fair share of the error is
+"related by text": offered for reading, never as an answer.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from app.matching.calibration import Model, load_model
+from app.matching.likely import Candidate, EntryText, LikelyIndex, Query, frame_text
+from app.matching.signature_tier import (
+    PitfallMatch,
+    SignatureMatcher,
+    SignatureRecord,
+    known_matches,
+    match_paste,
+)
+from app.tracebacks import ParsedPaste
+
+MAX_LIKELY = 2
+# A related entry must hold at least this share of the error's rare-word weight.
+RELATED_FLOOR = 0.45
+# How much of a paste with no exception line the likely tier reads (the error is at the end).
+_TEXT_TAIL = 3000
+
+
+@dataclass(frozen=True)
+class Match:
+    entry_id: str
+    tier: str  # signature | likely
+    confidence: float
+    signature: PitfallMatch | None = None  # how a signature matched (signature tier)
+    words: tuple[str, ...] = ()  # the words that made it likely (likely tier)
+    features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PasteMatches:
+    matches: list[Match]  # best first; signature matches before likely ones
+    related: list[Candidate]  # covering a fair share of the error, not claimed as matches
+    query: Query | None
+    candidates: list[Candidate] = field(default_factory=list)  # every one weighed, best first
+
+
+def paste_query(parsed: ParsedPaste) -> Query | None:
+    """What the likely tier searches for: the error to explain, its type and its last frames."""
+    final = parsed.final
+    if final is not None:
+        frames = final.frames
+        if not frames:
+            for exc in reversed(parsed.exceptions):
+                if exc.frames:
+                    frames = exc.frames
+                    break
+        return Query(final.message or final.type, final.type, frame_text(frames))
+    if parsed.warnings:
+        warning = parsed.warnings[-1]
+        return Query(warning.message, warning.category)
+    text = parsed.text.strip()
+    if not text:
+        return None
+    return Query(text[-_TEXT_TAIL:], None)
+
+
+class PasteMatcher:
+    def __init__(
+        self,
+        signatures: SignatureMatcher,
+        entries: Iterable[EntryText],
+        model: Model | None = None,
+    ) -> None:
+        self.signatures = signatures
+        self.likely = LikelyIndex(entries)
+        self.model = model if model is not None else load_model()
+
+    @classmethod
+    def build(
+        cls, records: Iterable[SignatureRecord], entries: Iterable[EntryText], model=None
+    ) -> "PasteMatcher":
+        return cls(SignatureMatcher(records), entries, model)
+
+    def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
+        found = match_paste(self.signatures, parsed)
+        known = known_matches(found)
+        matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in known]
+        query = paste_query(parsed)
+        if query is None or not likely or matches:
+            return PasteMatches(matches, [], query)
+        weak = [m.entry_id for m in found if m not in known]
+        candidates = self.likely.candidates(query, weak_hits=weak)
+        for candidate in candidates:
+            candidate.confidence = self.model.confidence(candidate.features)
+        candidates.sort(key=lambda c: c.confidence, reverse=True)
+        claimed = set()
+        for candidate in candidates[:MAX_LIKELY]:
+            confidence = candidate.confidence
+            if confidence < self.model.threshold:
+                break
+            matches.append(
+                Match(
+                    candidate.entry_id,
+                    "likely",
+                    round(confidence, 3),
+                    words=tuple(self.likely.explain(candidate)),
+                    features=dict(candidate.features),
+                )
+            )
+            claimed.add(candidate.entry_id)
+        related = [
+            c
+            for c in candidates
+            if c.entry_id not in claimed and c.features["coverage"] >= RELATED_FLOOR
+        ]
+        return PasteMatches(matches, related, query, candidates)

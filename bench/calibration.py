@@ -1,0 +1,94 @@
+"""Accuracy and calibration of matching on real pastes: fit on one half, report on the other.
+
+    python bench/calibration.py [--corpus tests/data/real-pastes] [--write]
+
+Each real paste falls in half A or B by a hash of its source. The likely tier's model (weights
+and threshold) is fitted on A and reported on B, then fitted on B and reported on A; the
+signature tier alone is reported beside it. Prints top-1 on positives, the share of negatives
+with no match, the wrong answers of each held-out half, and a reliability table (confidence
+bucket → share of top likely candidates that were the right entry) from held-out predictions.
+`--write` fits on every paste and writes the shipped model (app/matching/likely_model.json).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.checker import (  # noqa: E402
+    collect_entry_files,
+    entry_texts,
+    load_entry_files,
+    signature_records,
+)
+from app.matching.calibration import MODEL_FILE, Model, reliability  # noqa: E402
+from app.matching.evaluation import fit_model, load_corpus, report, run, with_model  # noqa: E402
+from app.matching.paste_matcher import PasteMatcher  # noqa: E402
+from app.matching.signature_tier import SignatureMatcher  # noqa: E402
+
+
+def build(content: Path) -> PasteMatcher:
+    docs = load_entry_files(collect_entry_files([content]))
+    neutral = Model(weights=(0.0,) * 8, bias=0.0, threshold=1.01)  # claims nothing
+    return PasteMatcher(SignatureMatcher(signature_records(docs)), entry_texts(docs), neutral)
+
+
+def show(name: str, rep, *, wrong: bool = True) -> None:
+    print(
+        f"{name}: top-1 {rep.positives_right}/{rep.positives} = {rep.top1:.1%}; "
+        f"negatives with no match {rep.negatives_clear}/{rep.negatives} = "
+        f"{rep.negatives_clear_share:.1%}; answers by tier {rep.by_tier}"
+    )
+    if wrong:
+        for file, expected, answer, tier in rep.wrong:
+            print(f"    {file}: expected {expected}, got {answer} ({tier})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=ROOT / "tests" / "data" / "real-pastes")
+    parser.add_argument("--content", type=Path, default=ROOT / "content")
+    parser.add_argument("--write", action="store_true", help="write the model fitted on all")
+    parser.add_argument("--quiet", action="store_true", help="do not list wrong answers")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    matcher = build(args.content)
+    cases = load_corpus(args.corpus)
+    halves = {h: [c for c in cases if c.half == h] for h in "AB"}
+    print(
+        f"{len(cases)} real pastes ({sum(1 for c in cases if c.expected)} positives, "
+        f"{sum(1 for c in cases if not c.expected)} negatives); "
+        f"half A {len(halves['A'])}, half B {len(halves['B'])}"
+    )
+    signature_only = report(run(matcher, cases))
+    show("signature tier alone, all pastes", signature_only, wrong=False)
+
+    held_out_scored = []
+    for fit_half, test_half in (("A", "B"), ("B", "A")):
+        model = fit_model(run(matcher, halves[fit_half]), fitted_on=f"half {fit_half}")
+        outcomes = run(with_model(matcher, model), halves[test_half])
+        rep = report(outcomes)
+        held_out_scored += [o.top_likely for o in outcomes if o.top_likely is not None]
+        print(f"\nfitted on {fit_half} (threshold {model.threshold:.3f}), reported on {test_half}:")
+        show(f"  both tiers, half {test_half}", rep, wrong=not args.quiet)
+
+    print("\nreliability of the likely tier on held-out pastes (top candidate of each):")
+    print("  confidence  pastes  mean confidence  share right")
+    for bucket, count, mean, share in reliability(held_out_scored):
+        mean_text = f"{mean:.2f}" if mean is not None else "  - "
+        share_text = f"{share:.0%}" if share is not None else " - "
+        print(f"  {bucket:>9}  {count:6d}  {mean_text:>15}  {share_text:>11}")
+
+    if args.write:
+        model = fit_model(run(matcher, cases), fitted_on=f"{len(cases)} real pastes, both halves")
+        MODEL_FILE.write_text(model.to_json() + "\n", encoding="utf-8")
+        print(f"\nwrote {MODEL_FILE.relative_to(ROOT)} (threshold {model.threshold:.3f})")
+    print(f"\n{time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
