@@ -44,6 +44,7 @@ def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
                     example=sig.example,
                     exception=sig.exception,
                     frame=sig.frame,
+                    context=sig.context,
                 )
             )
     return records

@@ -52,6 +52,9 @@ class SignatureSpec(BaseModel):
     exception: str | None = None
     message: str
     frame: str | None = None
+    # Must also occur somewhere in the paste (a code line, a frame, a log line): for messages
+    # too generic to claim an error alone, such as `invalid syntax` or `SystemExit: 2`.
+    context: str | None = None
     example: str
 
 
@@ -267,7 +270,7 @@ def _check_signatures(doc: EntryDocument) -> None:
     assert doc.front is not None
     for index, signature in enumerate(doc.front.signatures):
         compiled = None
-        for name in ("message", "frame"):
+        for name in ("message", "frame", "context"):
             pattern = getattr(signature, name)
             if pattern is None:
                 continue

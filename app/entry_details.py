@@ -13,6 +13,7 @@ class SignatureOut(BaseModel):
     exception: str | None
     message: str
     frame: str | None
+    context: str | None = None
     example: str
 
 
@@ -136,7 +137,7 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
         updated_at=entry.updated_at,
         url=entry_url(entry.id),
         signatures=[
-            SignatureOut(exception=s.exception, message=s.message, frame=s.frame, example=s.example)
+            SignatureOut(exception=s.exception, message=s.message, frame=s.frame, context=s.context, example=s.example)
             for s in storage.entry_signatures(session, entry_id=entry.id)
         ],
         snippets=[SnippetOut.of(s) for s in snippets],

@@ -113,6 +113,7 @@ class Signature(SQLModel, table=True):
     exception: str | None = Field(default=None, max_length=200)
     message: str = Field(sa_type=Text)
     frame: str | None = Field(default=None, sa_type=Text)
+    context: str | None = Field(default=None, sa_type=Text)
     example: str = Field(sa_type=Text)
 
 

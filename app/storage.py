@@ -179,6 +179,7 @@ def active_signature_records(session: Session) -> list[SignatureRecord]:
             example=s.example,
             exception=s.exception,
             frame=s.frame,
+            context=s.context,
         )
         for s in active_signatures(session)
     ]
@@ -260,6 +261,7 @@ def _replace_parts(session: Session, *, doc: EntryDocument) -> None:
                 exception=sig.exception,
                 message=sig.message,
                 frame=sig.frame,
+                context=sig.context,
                 example=sig.example,
             )
         )

@@ -33,6 +33,8 @@ def content_matcher() -> SignatureMatcher:
 def test_every_signature_example_read_as_a_paste_is_matched_to_its_own_entry_first(content_matcher):
     failures = []
     for rec in content_matcher.records:
+        if rec.context:
+            continue  # needs its context besides the message: see test_likely
         matches = known_matches(match_paste(content_matcher, parse_traceback(rec.example)))
         top = matches[0].entry_id if matches else None
         if top != rec.entry_id:

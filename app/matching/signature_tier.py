@@ -45,6 +45,7 @@ class SignatureRecord:
     example: str
     exception: str | None = None
     frame: str | None = None
+    context: str | None = None  # must also be found somewhere in the paste
 
 
 @dataclass(frozen=True)
@@ -105,16 +106,19 @@ class SignatureMatcher:
         self._records: list[SignatureRecord] = []
         self._regexes = []
         self._frames = []
+        self._contexts = []
         self._specificity: list[int] = []
         for record in records:
             try:
                 regex = compile_pattern(record.message)
                 frame = compile_pattern(record.frame) if record.frame else None
+                context = compile_pattern(record.context) if record.context else None
             except PatternError:
                 continue  # reported by the checker; a broken pattern must not stop the rest
             self._records.append(record)
             self._regexes.append(regex)
             self._frames.append(frame)
+            self._contexts.append(context)
             self._specificity.append(literal_length(record.message))
         self._chunks: list[_Chunk] = []
         for start in range(0, len(self._records), chunk_size):
@@ -153,6 +157,11 @@ class SignatureMatcher:
         if frame is None or not files:
             return None
         return any(frame.search(file) for file in files)
+
+    def context_matches(self, index: int, text: str) -> bool:
+        """False when the signature names a context that `text` does not hold."""
+        context = self._contexts[index]
+        return context is None or context.search(text) is not None
 
     def match_message(self, message: str, exception_type: str | None = None) -> list[SignatureHit]:
         """Every signature whose pattern is found in `message`, best first."""
@@ -223,8 +232,11 @@ def _score_hit(
     role: str,
     actual_type: str | None,
     files: list[str],
+    paste_text: str,
 ) -> float | None:
     record = hit.signature
+    if not matcher.context_matches(hit.index, paste_text):
+        return None  # a generic message without the context that makes it this entry's
     type_term = 0.5
     if record.exception and actual_type:
         if hit.type_agrees:
@@ -263,7 +275,7 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
             hits = matcher.match_message(text, actual_type)
             for hit in hits:
                 judged.add(hit.index)
-                confidence = _score_hit(matcher, hit, role, actual_type, files)
+                confidence = _score_hit(matcher, hit, role, actual_type, files, parsed.text)
                 if confidence is None:
                     continue
                 subject = f"{actual_type}: {message.splitlines()[0] if message else ''}"
@@ -281,7 +293,7 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
         # Not again what an exception already settled, nor a frame condition that text lacks.
         if hit.signature.entry_id in best or hit.index in judged or hit.signature.frame:
             continue
-        confidence = _score_hit(matcher, hit, "text", None, [])
+        confidence = _score_hit(matcher, hit, "text", None, [], text)
         if confidence is None:
             continue
         start = text.rfind("\n", 0, hit.span[0]) + 1
