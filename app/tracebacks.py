@@ -44,7 +44,8 @@ class ParsedException:
     # How it follows the exception before it: "cause" (raise ... from), "context" (during
     # handling), "worker" (the original error inside a re-raised worker error), or None.
     link: str | None = None
-    origin: str = "python"  # python | cpp | crash | bare
+    origin: str = "python"  # python | cpp | crash | bare | quoted
+    ranks: list[int] = field(default_factory=list)  # the ranks that printed this same error
 
     @property
     def type(self) -> str:
@@ -72,6 +73,9 @@ class ParsedPaste:
     prefixes: list[str] = field(default_factory=list)  # kinds of line prefix that were removed
     python_version: str | None = None
     torch_version: str | None = None
+    # Frames after the last exception that no exception line followed: a paste cut off before
+    # its error (or one whose error line was not copied).
+    trailing_frames: list[Frame] = field(default_factory=list)
 
     @property
     def final(self) -> ParsedException | None:
@@ -106,11 +110,24 @@ _MD_LINK = re.compile(
     r"\[([^\[\]\n]{1,500})\]\((?:file|https?|vscode[\w-]*)://[^()\[\]\s]{0,2000}\)"
 )
 _ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
-_ESCAPED_TRACEBACK = re.compile(r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)")
+_ESCAPED_TRACEBACK = re.compile(
+    r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)"
+    r"|\b[A-Z]\w*(?:Error|Exception)\((?:\\?['\"])"  # a repr: RuntimeError(\'...\\n...\')
+)
+# A whole paste in single backticks (`Traceback ... Error: message`): the ticks are not the message.
+_TICKED = re.compile(r"^\s*`(?!`)(?P<body>[\s\S]*[^`])`\s*$")
+
+
+# What forums and chat make of the characters an error prints: curly quotes, dashes, nbsp.
+_TYPOGRAPHY = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+     "\u00a0": " ", "\u202f": " "}
+)
 
 
 def _clean(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
+    text = text.translate(_TYPOGRAPHY)
     text = _ANSI.sub("", text)
     text = _CONTROL.sub("", text)
     if _ENTITY.search(text):
@@ -122,7 +139,10 @@ def _clean(text: str) -> str:
         text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t")
         text = text.replace('\\"', '"').replace("\\'", "'")
     lines = [_cut(line) for line in text.split("\n") if not _FENCE.match(line)]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    if text.count("`") == 2 and (ticked := _TICKED.match(text)):
+        text = ticked.group("body")
+    return text
 
 
 def _cut(line: str) -> str:
@@ -168,7 +188,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("group", re.compile(r"^\s*(?:\| )+")),
     ("rich", re.compile(r"^\s*[│┃|](?= )|[│┃]\s*$")),
 ]
-_ALWAYS_STRIPPED = ("quote", "rank", "pytest")  # distinctive enough to strip from one line
+_ALWAYS_STRIPPED = ("quote", "rank", "pytest", "pdb")  # distinctive enough to strip from one line
 _GROUP_RULE = re.compile(r"^\s*\+[-+]+(?:\s+\d+\s+-+|\s*\.\.\.\s*-+)?\s*$|^\s*\+-+\s*$")
 _RICH_RULE = re.compile(r"^\s*[╭╰┏┗][─━ \w().,:-]*[╮╯┓┛]\s*$|^\s*[─━]{3,}.*$")
 
@@ -231,7 +251,26 @@ _EXCEPTION = re.compile(
     r"|KeyboardInterrupt|StopIteration|GeneratorExit|c10::\w+|torch::\w+|std::\w+"
     r"|(?:[a-z_]\w*\.)+error)"  # module-level errors: struct.error, socket.error, re.error
     r"(?:: ?(?P<message>.*))?$"
+    # A class in a module path with any name, when a message follows:
+    # torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:
+    r"|^(?P<type2>(?:[a-z_]\w*\.)+[A-Z]\w*): (?P<message2>.*)$"
 )
+# An exception quoted inside a line of prose, a numbered list or a repr, when the paste has no
+# exception line of its own: `I get RuntimeError: CUDA out of memory when ...`, `1. KeyError: 'x'`,
+# `RuntimeError('Error(s) in loading state_dict ...')`.
+_QUOTED_EXCEPTION = re.compile(
+    r"(?:^|[\s`'\"(:>*])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
+    r"(?::\s+|\((?P<quote>['\"]))(?P<message>\S.*)$"
+)
+_QUOTED_END = re.compile(r"[`'\"]\)?[.,;:]?\s*$")
+# Lines that go on with a message after a blank line: DDP's list of parameters without grad.
+_AFTER_BLANK = re.compile(
+    r"^(?:\t|Parameter indices which did not receive grad|Parameters which did not receive grad"
+    r"|In addition, you can set the environment variable)"
+)
+# A debugger's or an interpreter's prompt after an error is not part of its message.
+_PROMPT = re.compile(r"^\s*(?:\(Pdb\)|ipdb>|>>>|In \[\d+\]:)")
+_RANK_LINE = re.compile(r"^\s*\[(?:rank|Rank)\s?(?P<rank>\d+)\]:?\s?(?P<rest>.*)$")
 _TERMINATE = re.compile(r"^terminate called after throwing an instance of '(?P<type>[^']+)'")
 _WHAT = re.compile(r"^\s*what\(\):\s+(?P<message>.*)$")
 _CPP_RAISED = re.compile(r"^\s*Exception raised from .* at .*")
@@ -262,7 +301,8 @@ def _message_continues(line: str) -> bool:
     if not line.strip():
         return False
     return not (
-        _TRACEBACK_HEADER.match(line)
+        _PROMPT.match(line)
+        or _TRACEBACK_HEADER.match(line)
         or _CAUSE.match(line)
         or _CONTEXT.match(line)
         or _FRAME.match(line)
@@ -293,15 +333,25 @@ class _Walker:
         """The message starting on line `start` (already split off), with continuation lines."""
         parts = [first]
         index = start + 1
-        while index < len(self.lines) and _message_continues(self.lines[index]):
+        while index < len(self.lines):
             if (index - start) % 64 == 0:
                 check_budget()
             line = self.lines[index]
-            if line.strip().startswith("Original Traceback (most recent call last)"):
+            # A blank line before a known continuation (a tab-indented list of keys, DDP's
+            # parameters without grad) does not end the message.
+            if (
+                not line.strip()
+                and index + 1 < len(self.lines)
+                and _AFTER_BLANK.match(self.lines[index + 1])
+            ):
+                index += 1
+                continue
+            if not _message_continues(line) or line.strip().startswith(
+                "Original Traceback (most recent call last)"
+            ):
                 break
             parts.append(line)
             index += 1
-        # A blank line followed by an indented continuation (tab) still belongs to the message.
         return "\n".join(parts), index
 
     def walk(self) -> None:
@@ -377,10 +427,21 @@ class _Walker:
                     message = match.group("message")
                 self.warnings.append(ParsedWarning("Warning", message))
             elif (match := _WARNING.match(stripped)) and not self.in_traceback:
+                # A warning hard-wrapped at its sentences goes on in unindented lines; the
+                # warnings module's own source line below it is indented.
+                message = match.group("message")
+                while (
+                    index + 1 < len(lines)
+                    and lines[index + 1][:1].strip()
+                    and _message_continues(lines[index + 1])
+                    and not _EXCEPTION.match(lines[index + 1])
+                ):
+                    index += 1
+                    message += "\n" + lines[index]
                 self.warnings.append(
                     ParsedWarning(
                         match.group("category").rsplit(".", 1)[-1],
-                        match.group("message"),
+                        message,
                         match.group("file"),
                         int(match.group("line")),
                     )
@@ -393,9 +454,11 @@ class _Walker:
                 else:
                     self.frames.append(frame)
             elif match := _EXCEPTION.match(stripped):
-                message, end = self.read_message(index, match.group("message") or "")
+                kind = match.group("type") or match.group("type2")
+                first = match.group("message") or match.group("message2") or ""
+                message, end = self.read_message(index, first)
                 origin = "python" if (self.in_traceback or self.frames) else "bare"
-                self.add_exception(match.group("type"), message, origin)
+                self.add_exception(kind, message, origin)
                 ipython_type = None
                 index = end
                 continue
@@ -406,6 +469,49 @@ def _versions(text: str) -> tuple[str | None, str | None]:
     python = _PY_VERSION.search(text) or _PY_VERSION_TEXT.search(text)
     torch = _TORCH_VERSION.search(text)
     return (python.group("v") if python else None, torch.group("v") if torch else None)
+
+
+def _quoted_exceptions(text: str) -> list[ParsedException]:
+    """Exceptions named inside lines of prose, lists or reprs, for a paste with no other."""
+    found = []
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        if number % 64 == 0:
+            check_budget()
+        match = _QUOTED_EXCEPTION.search(line)
+        if match is None:
+            continue
+        message = match.group("message")
+        if quote := match.group("quote"):  # a repr goes on to its closing quote
+            end = number + 1
+            while not message.rstrip().endswith(quote + ")") and end < min(len(lines), number + 50):
+                message += "\n" + lines[end]
+                end += 1
+        if match.group("quote") or message.endswith("`"):
+            message = _QUOTED_END.sub("", message)
+        found.append(ParsedException(match.group("type"), message.strip(), origin="quoted"))
+    return found[-1:]  # the last one named is the one the text is about, as in a traceback
+
+
+def _collapse_ranks(exceptions: list[ParsedException], text: str) -> list[ParsedException]:
+    """Every rank printing the same error makes one error, with the ranks that printed it."""
+    ranks_of: dict[str, set[int]] = {}
+    for line in text.split("\n"):
+        match = _RANK_LINE.match(line)
+        if match and (exc := _EXCEPTION.match(match.group("rest").strip())):
+            head = (exc.group("message") or exc.group("message2") or "")[:200]
+            ranks_of.setdefault(head, set()).add(int(match.group("rank")))
+    out: list[ParsedException] = []
+    seen: dict[tuple[str, str], ParsedException] = {}
+    for exc in exceptions:
+        key = (exc.qualified_type, exc.message)
+        if key in seen:
+            out.remove(seen[key])  # keep the last copy, in the place of the last copy
+        seen[key] = exc
+        out.append(exc)
+        first = exc.message.split("\n")[0][:200]
+        exc.ranks = sorted(ranks_of.get(first, ()))
+    return out
 
 
 def parse_traceback(text: str) -> ParsedPaste:
@@ -427,12 +533,18 @@ def _parse(text: str) -> ParsedPaste:
     stripped, prefixes = _strip_prefixes(cleaned)
     walker = _Walker(stripped.split("\n"))
     walker.walk()
+    exceptions = walker.exceptions
+    if not exceptions:
+        exceptions = _quoted_exceptions(stripped)
+    if "rank" in prefixes:
+        exceptions = _collapse_ranks(exceptions, cleaned)
     python_version, torch_version = _versions(cleaned)
     return ParsedPaste(
         text=stripped,
-        exceptions=walker.exceptions[-MAX_EXCEPTIONS:],
+        exceptions=exceptions[-MAX_EXCEPTIONS:],
         warnings=walker.warnings[-MAX_EXCEPTIONS:],
         prefixes=prefixes,
         python_version=python_version,
         torch_version=torch_version,
+        trailing_frames=walker.frames,
     )

@@ -127,25 +127,23 @@ def choose_threshold(
     positives: Sequence[tuple[float, bool]],
     negatives: Sequence[float],
     *,
-    max_claimed_negatives: float = 0.03,
+    negative_cost: float = 3.0,
 ) -> float:
     """The threshold that gets the most positives right while claiming few negatives.
 
     `positives` holds (confidence, whether the top candidate is the right entry) for pastes that
     an entry explains but no signature matched; `negatives` the confidences of the top candidate
     for pastes that no entry explains. A positive above the threshold counts when it is right and
-    costs when it is wrong; a negative above it costs.
+    costs when it is wrong; a negative above it costs `negative_cost` (a false claim on an error
+    we know nothing of does more harm than a missed likely match, which still shows as related).
     """
     candidates = sorted({c for c, _ in positives} | set(negatives) | {0.5})
     best, best_score = 0.99, -math.inf
-    allowed = max_claimed_negatives * len(negatives)
     for t in candidates:
         claimed = sum(1 for c in negatives if c >= t)
-        if claimed > allowed:
-            continue
         right = sum(1 for c, ok in positives if c >= t and ok)
         wrong = sum(1 for c, ok in positives if c >= t and not ok)
-        score = right - wrong - claimed
+        score = right - wrong - negative_cost * claimed
         if score > best_score:
             best, best_score = t, score
     return best

@@ -70,9 +70,15 @@ _STOP = frozenset(
 
 
 def _parts(word: str) -> Iterable[str]:
-    pieces = [p for p in re.split(r"[._]", word) if p]
-    if len(pieces) > 1:
-        yield word.lower()  # the identifier whole: num_batches_tracked, torch.cuda.floattensor
+    segments = [s for s in word.split(".") if s]
+    if len(segments) > 1:
+        yield word.lower()  # the dotted name whole: torch.cuda.floattensor
+    pieces = []
+    for segment in segments:
+        split = [p for p in segment.split("_") if p]
+        if len(split) > 1:
+            yield segment.lower()  # the identifier whole: num_batches_tracked
+        pieces.extend(split)
     for piece in pieces:
         camel = _CAMEL.findall(piece)
         if len(camel) > 1:
@@ -195,13 +201,16 @@ class LikelyIndex:
         words = list(dict.fromkeys(query.words))
         if not words:
             return []
+        frame_words = list(dict.fromkeys(tokens(query.frame_text)))
         scores: dict[int, float] = {}
-        for term in words:
+        # Frame names propose candidates too, at half the weight of the message's words.
+        proposing = [(w, 1.0) for w in words] + [(w, 0.5) for w in frame_words if w not in words]
+        for term, share in proposing:
             found = self._postings.get(term)
             if not found or len(found) > self._common:
                 continue
             check_budget()
-            idf = self._idf[term]
+            idf = self._idf[term] * share
             for index, weight in found:
                 doc = self._docs[index]
                 norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * doc.length / self._average)
@@ -212,7 +221,6 @@ class LikelyIndex:
         if not ranked:
             return []
         weak = set(weak_hits)
-        frame_words = list(dict.fromkeys(tokens(query.frame_text)))
         weights = {w: self.idf(w) for w in words}
         total = sum(weights.values())
         out = []

@@ -6,6 +6,7 @@ confidence reaches the model's threshold. Whatever else covers a fair share of t
 "related by text": offered for reading, never as an answer.
 """
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -21,10 +22,12 @@ from app.matching.signature_tier import (
 from app.tracebacks import ParsedPaste
 
 MAX_LIKELY = 2
+MIN_TEXT_WORDS = 4
 # A related entry must hold at least this share of the error's rare-word weight.
 RELATED_FLOOR = 0.45
 # How much of a paste with no exception line the likely tier reads (the error is at the end).
 _TEXT_TAIL = 3000
+_FRAME_LINE = re.compile(r'^\s*File "|^\s*Traceback \(most recent call')
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,18 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
     text = parsed.text.strip()
     if not text:
         return None
+    if parsed.trailing_frames:
+        # A paste cut off before its error: the frames say where it happened, and whatever
+        # other text there is (log lines, a fragment of the message) says what.
+        frames = frame_text(parsed.trailing_frames, last=5)
+        code = {f.code for f in parsed.trailing_frames if f.code}
+        rest = [
+            line
+            for line in text.split("\n")
+            if not _FRAME_LINE.match(line) and line.strip() not in code
+        ]
+        message = "\n".join(rest).strip()[-_TEXT_TAIL:]
+        return Query(message or frames, None, frames)
     return Query(text[-_TEXT_TAIL:], None)
 
 
@@ -89,6 +104,11 @@ class PasteMatcher:
         query = paste_query(parsed)
         if query is None or not likely or matches:
             return PasteMatches(matches, [], query)
+        if query.exception_type is None and not query.frame_text:
+            # Text with no exception, warning or frame in it: a few words ("hello world") are
+            # not an error to explain.
+            if len(set(query.words)) < MIN_TEXT_WORDS:
+                return PasteMatches(matches, [], query)
         weak = [m.entry_id for m in found if m not in known]
         candidates = self.likely.candidates(query, weak_hits=weak)
         for candidate in candidates:
