@@ -66,6 +66,7 @@ class ExceptionOut(BaseModel):
     link: str | None
     origin: str
     frames: list[FrameOut]
+    ranks: list[int] = Field(default_factory=list, description="Ranks that printed this error.")
 
 
 class WarningOut(BaseModel):
@@ -183,6 +184,7 @@ def _parsed_out(parsed: ParsedPaste) -> ParsedOut:
                 link=e.link,
                 origin=e.origin,
                 frames=[frame(f) for f in e.frames],
+                ranks=e.ranks,
             )
             for e in parsed.exceptions
         ],

@@ -46,6 +46,12 @@ def browser():
         browser.close()
 
 
+def _superseded(request) -> bool:
+    """A draft check still in flight when the page navigates (a save) is cancelled by the
+    browser: the page no longer needs its answer."""
+    return request.url.endswith("/api/v1/drafts/check") and "ABORTED" in (request.failure or "")
+
+
 @contextmanager
 def page_opener(browser, base: str):
     """Opens pages on `base`; afterwards, fails on any console error or failed request."""
@@ -61,7 +67,12 @@ def page_opener(browser, base: str):
             lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
         )
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+        page.on(
+            "requestfailed",
+            lambda r: None
+            if _superseded(r)
+            else problems.append(f"failed request: {r.url} ({r.failure})"),
+        )
         page.on(
             "response",
             lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,

@@ -70,14 +70,18 @@ def new_entry(
     _: Editor,
     exception: str | None = Query(None, alias="type", max_length=200),
     message: str | None = Query(None, max_length=MAX_PREFILL_MESSAGE),
+    paste: str | None = Query(None, max_length=MAX_PREFILL_MESSAGE),
 ):
-    """The editor; prefilled from an error (`?type=RuntimeError&message=...`) when given one."""
+    """The editor; prefilled from an error (`?type=RuntimeError&message=...`) when given one,
+    with the pasted traceback (`&paste=...`) in its signature tester."""
     if message is not None or exception is not None:
         taken = {e.id for e in storage.list_entries(session, include_archived=True)}
         markdown = draft_markdown(exception, message or "", taken)
     else:
         markdown = BLANK_ENTRY
-    return _editor(request, session, markdown=markdown, entry_id=None, base_revision=None)
+    return _editor(
+        request, session, markdown=markdown, entry_id=None, base_revision=None, paste=paste or ""
+    )
 
 
 @router.get("/entries/{entry_id}/edit", response_class=HTMLResponse)

@@ -1,0 +1,227 @@
+"""The likely tier and its calibration, the parser's wrappers and fragments, and no false claims."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+from app.matching.calibration import Model, choose_threshold, fit, load_model, reliability
+from app.matching.likely import EntryText, LikelyIndex, Query, tokens
+from app.matching.paste_matcher import PasteMatcher
+from app.tracebacks import parse_traceback
+from tests.conftest import REPO_CONTENT
+
+
+@pytest.fixture(scope="module")
+def matcher() -> PasteMatcher:
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    return PasteMatcher.build(signature_records(docs), entry_texts(docs))
+
+
+def top(matcher: PasteMatcher, text: str) -> tuple[str | None, str | None]:
+    result = matcher.match(parse_traceback(text))
+    return (result.matches[0].entry_id, result.matches[0].tier) if result.matches else (None, None)
+
+
+# ---- tokens, index, calibration ---------------------------------------------------------------
+
+
+def test_tokens_keep_identifiers_whole_and_split_and_drop_placeholders():
+    words = tokens("bn1.num_batches_tracked in CUDAGuardImpl at <path> <n> the")
+    assert {"bn1.num_batches_tracked", "num_batches_tracked", "batch", "track"} <= set(words)
+    assert "cudaguardimpl" in words and "guard" in words
+    assert "path" not in words and "the" not in words
+
+
+def test_index_prefers_the_entry_whose_example_covers_a_fragment():
+    index = LikelyIndex(
+        [
+            EntryText("a", "Views", examples=("RuntimeError: view size is not compatible",)),
+            EntryText("b", "Shapes", examples=("RuntimeError: shape is invalid for input",)),
+        ]
+    )
+    (first, *_) = index.candidates(Query("view size is not", "RuntimeError"))
+    assert first.entry_id == "a"
+    assert first.features["example_cover"] == pytest.approx(1.0)
+    assert first.features["type"] == 0.5  # the entries name no exception type
+    assert index.candidates(Query("hello world", None)) == []
+
+
+def test_logistic_fit_learns_the_direction_and_calibrates():
+    rng = random.Random(3)
+    rows, labels = [], []
+    for _ in range(400):
+        x = rng.random()
+        rows.append({"coverage": x})
+        labels.append(rng.random() < x)  # P(right) = coverage
+    weights, bias = fit(rows, labels, features=("coverage",))
+    model = Model(weights=weights, bias=bias, threshold=0.5, features=("coverage",))
+    assert model.confidence({"coverage": 0.9}) > 0.75 > 0.25 > model.confidence({"coverage": 0.1})
+    scored = [(model.confidence(r), y) for r, y in zip(rows, labels)]
+    for _, count, mean, share in reliability(scored):
+        if count >= 40:
+            assert abs(mean - share) < 0.15
+
+
+def test_threshold_trades_right_answers_against_claimed_negatives():
+    positives = [(0.9, True), (0.8, True), (0.7, True), (0.6, False), (0.4, True)]
+    negatives = [0.65, 0.3, 0.2]
+    threshold = choose_threshold(positives, negatives)
+    assert 0.65 < threshold <= 0.7
+
+
+def test_model_round_trips_and_refuses_unknown_features():
+    model = load_model()
+    assert Model.from_json(model.to_json()) == model
+    with pytest.raises(ValueError):
+        Model.from_json('{"features": ["nope"], "weights": [1], "bias": 0, "threshold": 0.5}')
+
+
+# ---- the likely tier on pastes ----------------------------------------------------------------
+
+
+def test_a_warning_with_no_exception_gets_a_likely_match(matcher):
+    paste = (
+        "[W CUDAGuardImpl.h:46] Warning: CUDA warning: an illegal memory access was encountered"
+        " (function destroyEvent)\n"
+        '  File "train.py", line 40, in train\n'
+        "    loss = criterion(out, y)\n"
+    )
+    assert top(matcher, paste) == ("cuda-illegal-memory-access", "likely")
+
+
+def test_text_with_no_error_gets_no_match_and_nothing_related(matcher):
+    for text in ("hello world", "thanks, that fixed it!", "def f(x):\n    return x + 1\n"):
+        result = matcher.match(parse_traceback(text))
+        assert result.matches == [] and result.related == []
+
+
+def test_a_signature_match_is_never_second_to_a_likely_one(matcher):
+    result = matcher.match(
+        parse_traceback("RuntimeError: CUDA error: device-side assert triggered")
+    )
+    assert [m.tier for m in result.matches][:1] == ["signature"]
+    assert all(m.tier == "signature" for m in result.matches)
+
+
+# ---- generic messages need their context -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bare", "with_context", "entry"),
+    [
+        (
+            "SyntaxError: invalid syntax",
+            '  File "train.py", line 3\n    x = x.cuda(async=True)\n'
+            "                 ^^^^^\nSyntaxError: invalid syntax",
+            "cuda-async-keyword",
+        ),
+        (
+            "SystemExit: 2",
+            "An exception has occurred, use %tb to see the full traceback.\n\nSystemExit: 2",
+            "argparse-in-jupyter",
+        ),
+        (
+            "OSError: [Errno 12] Cannot allocate memory",
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/multiprocessing/popen_fork.py", line 66, in _launch\n'
+            "    self.pid = os.fork()\nOSError: [Errno 12] Cannot allocate memory",
+            "dataloader-cow-memory",
+        ),
+        (
+            "RuntimeError: generator raised StopIteration",
+            'Traceback (most recent call last):\n  File "train.py", line 9, in batches\n'
+            "    yield next(loader_iter)\nRuntimeError: generator raised StopIteration",
+            "dataloader-iterate-restart",
+        ),
+        (
+            "UnicodeDecodeError: 'ascii' codec can't decode byte 0xe9 in position 3: "
+            "ordinal not in range(128)",
+            'Traceback (most recent call last):\n  File "load.py", line 2, in <module>\n'
+            "    state = torch.load('old.pth')\n"
+            "UnicodeDecodeError: 'ascii' codec can't decode byte 0xe9 in position 3: "
+            "ordinal not in range(128)",
+            "torch-load-old-pickle-encoding",
+        ),
+    ],
+)
+def test_a_generic_message_is_claimed_only_with_its_context(matcher, bare, with_context, entry):
+    assert top(matcher, with_context) == (entry, "signature")
+    result = matcher.match(parse_traceback(bare))
+    assert entry not in [m.entry_id for m in result.matches if m.tier == "signature"]
+
+
+# ---- parser: wrappers and fragments -------------------------------------------------------------
+
+
+def first_exception(text: str):
+    parsed = parse_traceback(text)
+    assert parsed.exceptions, text
+    return parsed.exceptions[-1]
+
+
+def test_pdb_prose_numbered_list_and_backticks_are_read():
+    pdb = "(Pdb) x.view(4, -1)\n*** RuntimeError: view size is not compatible\n(Pdb)"
+    assert first_exception(pdb).message == "view size is not compatible"
+    prose = "When I train I get the error RuntimeError: CUDA out of memory. and then it stops."
+    assert first_exception(prose).type == "RuntimeError"
+    listed = "I tried:\n1. RuntimeError: CUDA error: device-side assert triggered\n2. smaller batch"
+    assert first_exception(listed).message == "CUDA error: device-side assert triggered"
+    ticked = "`Traceback (most recent call last):\n  File \"m.py\", line 1, in <module>\n" \
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (6x5 and 4x3)`"
+    assert first_exception(ticked).message.endswith("(6x5 and 4x3)")
+
+
+def test_a_repr_and_typographic_quotes_are_unwrapped():
+    repr_text = "RuntimeError('Error(s) in loading state_dict for Net:\\n\\tMissing key(s).')"
+    exc = first_exception(repr_text)
+    assert exc.message.startswith("Error(s) in loading state_dict for Net:\n\tMissing key(s)")
+    curly = "RuntimeError: can\u2019t optimize a non-leaf Tensor"
+    assert first_exception(curly).message == "can't optimize a non-leaf Tensor"
+
+
+def test_a_dotted_exception_name_with_any_suffix_is_an_exception():
+    exc = first_exception("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:")
+    assert exc.type == "BackendCompilerFailed"
+
+
+def test_copies_from_every_rank_collapse_into_one_with_its_ranks():
+    line = "RuntimeError: Expected to have finished reduction in the prior iteration"
+    paste = "".join(
+        f'[rank{r}]: Traceback (most recent call last):\n[rank{r}]:   File "t.py", line 5, '
+        f"in <module>\n[rank{r}]:     main()\n[rank{r}]: {line}\n"
+        for r in (1, 0, 3)
+    )
+    parsed = parse_traceback(paste)
+    assert len(parsed.exceptions) == 1 and parsed.exceptions[0].ranks == [0, 1, 3]
+
+
+def test_a_message_goes_on_after_a_blank_line_before_a_known_continuation():
+    paste = (
+        "RuntimeError: Expected to have finished reduction in the prior iteration.\n\n"
+        "Parameter indices which did not receive grad for rank 0: 160 161\n"
+    )
+    assert "Parameter indices" in first_exception(paste).message
+
+
+def test_a_hard_wrapped_warning_keeps_its_lines():
+    paste = (
+        "/x/lr_scheduler.py:129: UserWarning: Detected call of `lr_scheduler.step()` before\n"
+        "`optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite"
+        " order.\n"
+        '  warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. "\n'
+    )
+    (warning,) = parse_traceback(paste).warnings
+    assert "opposite order" in warning.message and "warnings.warn" not in warning.message
+
+
+def test_frames_without_their_exception_line_are_kept_for_the_likely_tier():
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "run.py", line 92, in run\n    engine.resume()\n'
+        '  File "/usr/lib/python3/site-packages/torch/optim/optimizer.py", line 124, in '
+        "load_state_dict\n    raise ValueError\n"
+    )
+    parsed = parse_traceback(paste)
+    assert parsed.exceptions == [] and len(parsed.trailing_frames) == 2

@@ -1,0 +1,106 @@
+"""Accuracy on real pastes copied from public threads: fitted on one half, reported on the other.
+
+The corpus (tests/data/real-pastes/) holds pastes nobody here wrote, each with its source and the
+entry that explains it, or none. The likely tier's model is fitted on half A and measured on half
+B, then the reverse; a figure measured on the half it was fitted on is never asserted.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+from app.matching.calibration import Model, load_model
+from app.matching.evaluation import Outcome, fit_model, load_corpus, report, run, with_model
+from app.matching.paste_matcher import PasteMatcher
+from app.matching.signature_tier import SignatureMatcher
+from tests.conftest import REPO_CONTENT
+
+CORPUS = Path(__file__).parent / "data" / "real-pastes"
+FORMATS = {
+    "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
+    "warning", "cpp", "windows", "pdb", "chinese",
+}  # fmt: skip
+# Where the held-out figures stand today (the goal is 0.95 and 0.95; see bench/calibration.py).
+# A change that makes held-out matching worse fails here.
+HELD_OUT_TOP1_FLOOR = 0.87
+HELD_OUT_NEGATIVES_FLOOR = 0.80
+
+
+@pytest.fixture(scope="module")
+def matcher() -> PasteMatcher:
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    neutral = Model(weights=(0.0,) * 8, bias=0.0, threshold=1.01)
+    return PasteMatcher(SignatureMatcher(signature_records(docs)), entry_texts(docs), neutral)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return load_corpus(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def held_out(matcher, cases) -> dict[str, list[Outcome]]:
+    out = {}
+    for fit_half, test_half in (("A", "B"), ("B", "A")):
+        model = fit_model(run(matcher, [c for c in cases if c.half == fit_half]))
+        out[test_half] = run(with_model(matcher, model), [c for c in cases if c.half == test_half])
+    return out
+
+
+def test_the_corpus_is_real_big_and_labelled(cases):
+    ids = {p.stem for p in REPO_CONTENT.glob("*.md")}
+    positives = [c for c in cases if c.expected]
+    negatives = [c for c in cases if not c.expected]
+    assert len(cases) >= 300 and len(negatives) >= 60
+    assert sum(1 for c in negatives if c.negative == "hard") >= 30
+    assert all(c.expected in ids for c in positives), "a label names no entry"
+    assert all(c.source.startswith(("https://", "http://")) or "#" in c.source for c in cases)
+    assert len({c.source for c in cases}) == len(cases), "one paste per thread"
+    assert {c.format for c in cases} <= FORMATS
+    assert all(c.text.strip() for c in cases)
+    for manifest in CORPUS.glob("*.json"):
+        for item in json.loads(manifest.read_text(encoding="utf-8")):
+            assert set(item) >= {"file", "source", "expected", "negative", "format"}
+
+
+def test_both_halves_hold_positives_and_negatives(cases):
+    for half in "AB":
+        inside = [c for c in cases if c.half == half]
+        assert sum(1 for c in inside if c.expected) >= 100
+        assert sum(1 for c in inside if not c.expected) >= 20
+
+
+@pytest.mark.parametrize("half", ["A", "B"])
+def test_held_out_accuracy_stays_above_its_floor(held_out, half):
+    rep = report(held_out[half])
+    wrong = json.dumps(rep.wrong, indent=1)
+    assert rep.top1 >= HELD_OUT_TOP1_FLOOR, f"half {half}: top-1 {rep.top1:.1%}; {wrong}"
+    assert rep.negatives_clear_share >= HELD_OUT_NEGATIVES_FLOOR, (
+        f"half {half}: negatives with no match {rep.negatives_clear_share:.1%}; {wrong}"
+    )
+
+
+def test_the_likely_tier_adds_right_answers_on_held_out_pastes(matcher, cases, held_out):
+    signature_only = report(run(matcher, cases))
+    both = report(held_out["A"] + held_out["B"])
+    assert both.positives_right > signature_only.positives_right
+    assert both.by_tier.get("likely", 0) > 0
+
+
+def test_held_out_confidence_is_calibrated_where_it_claims(held_out):
+    """Among held-out pastes the likely tier claims, most are right, and higher buckets are
+    right more often than lower ones."""
+    scored = [o.top_likely for o in held_out["A"] + held_out["B"] if o.top_likely]
+    claimed = [ok for c, ok in scored if c >= 0.6]
+    unclaimed = [ok for c, ok in scored if c < 0.2]
+    assert claimed and sum(claimed) / len(claimed) >= 0.7
+    assert unclaimed and sum(unclaimed) / len(unclaimed) <= 0.4
+
+
+def test_the_shipped_model_is_fitted_on_this_corpus(cases):
+    """`bench/calibration.py --write` fits it on every paste; refit when the corpus grows."""
+    shipped = load_model()
+    assert shipped.fitted_on.startswith(f"{len(cases)} real pastes")
+    assert 0.2 < shipped.threshold < 0.95
