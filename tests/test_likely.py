@@ -1,7 +1,6 @@
 """The likely tier and its calibration, the parser's wrappers and fragments, and no false claims."""
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -58,7 +57,7 @@ def test_logistic_fit_learns_the_direction_and_calibrates():
     weights, bias = fit(rows, labels, features=("coverage",))
     model = Model(weights=weights, bias=bias, threshold=0.5, features=("coverage",))
     assert model.confidence({"coverage": 0.9}) > 0.75 > 0.25 > model.confidence({"coverage": 0.1})
-    scored = [(model.confidence(r), y) for r, y in zip(rows, labels)]
+    scored = [(model.confidence(r), y) for r, y in zip(rows, labels, strict=True)]
     for _, count, mean, share in reliability(scored):
         if count >= 40:
             assert abs(mean - share) < 0.15
@@ -168,8 +167,10 @@ def test_pdb_prose_numbered_list_and_backticks_are_read():
     assert first_exception(prose).type == "RuntimeError"
     listed = "I tried:\n1. RuntimeError: CUDA error: device-side assert triggered\n2. smaller batch"
     assert first_exception(listed).message == "CUDA error: device-side assert triggered"
-    ticked = "`Traceback (most recent call last):\n  File \"m.py\", line 1, in <module>\n" \
+    ticked = (
+        '`Traceback (most recent call last):\n  File "m.py", line 1, in <module>\n'
         "RuntimeError: mat1 and mat2 shapes cannot be multiplied (6x5 and 4x3)`"
+    )
     assert first_exception(ticked).message.endswith("(6x5 and 4x3)")
 
 
@@ -225,3 +226,23 @@ def test_frames_without_their_exception_line_are_kept_for_the_likely_tier():
     )
     parsed = parse_traceback(paste)
     assert parsed.exceptions == [] and len(parsed.trailing_frames) == 2
+
+
+def test_an_unmatched_error_from_another_library_is_named():
+    from app.answers import foreign_library
+
+    pandas = (
+        "Traceback (most recent call last):\n"
+        '  File "prep.py", line 4, in <module>\n    df.loc["x"]\n'
+        '  File "/usr/lib/python3/site-packages/pandas/core/indexing.py", line 1103, in '
+        "__getitem__\n    return self._getitem_axis(maybe_callable, axis=axis)\n"
+        "KeyError: 'x'\n"
+    )
+    assert foreign_library(parse_traceback(pandas)) == "pandas"
+    cv2 = "cv2.error: OpenCV(4.8.0) resize.cpp:4062: error: (-215:Assertion failed) !ssize.empty()"
+    assert foreign_library(parse_traceback(cv2)) == "OpenCV"
+    torch_error = (
+        'Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/torch/nn/'
+        'modules/module.py", line 1, in f\n    x\nRuntimeError: boom\n'
+    )
+    assert foreign_library(parse_traceback(torch_error)) is None

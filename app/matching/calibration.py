@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from app.matching.likely import FEATURES
@@ -29,7 +30,9 @@ class Model:
     fitted_on: str = ""
 
     def confidence(self, features: dict[str, float]) -> float:
-        z = self.bias + sum(w * features.get(n, 0.0) for w, n in zip(self.weights, self.features))
+        z = self.bias + sum(
+            w * features.get(n, 0.0) for w, n in zip(self.weights, self.features, strict=True)
+        )
         return _sigmoid(z)
 
     def to_json(self) -> str:
@@ -73,7 +76,7 @@ def _sigmoid(z: float) -> float:
 def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
     """Gaussian elimination with partial pivoting (the matrix is small and positive definite)."""
     n = len(vector)
-    a = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
+    a = [[*row, vector[i]] for i, row in enumerate(matrix)]
     for col in range(n):
         pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
         a[col], a[pivot] = a[pivot], a[col]
@@ -103,8 +106,8 @@ def fit(
     for _ in range(steps):
         gradient = [0.0] * n
         hessian = [[0.0] * n for _ in range(n)]
-        for x, y in zip(xs, ys):
-            p = _sigmoid(sum(b * v for b, v in zip(beta, x)))
+        for x, y in zip(xs, ys, strict=True):
+            p = _sigmoid(sum(b * v for b, v in zip(beta, x, strict=True)))
             w = p * (1 - p)
             for i in range(n):
                 gradient[i] += (y - p) * x[i]
@@ -117,7 +120,7 @@ def fit(
             for j in range(i):
                 hessian[i][j] = hessian[j][i]
         step = _solve(hessian, gradient)
-        beta = [b + s for b, s in zip(beta, step)]
+        beta = [b + s for b, s in zip(beta, step, strict=True)]
         if max(abs(s) for s in step) < 1e-8:
             break
     return tuple(beta[1:]), beta[0]
@@ -154,7 +157,7 @@ def reliability(
 ) -> list[tuple[str, int, float | None, float | None]]:
     """(bucket, count, mean confidence, share correct) per confidence bucket."""
     table = []
-    for low, high in zip(edges, edges[1:]):
+    for low, high in pairwise(edges):
         inside = [(c, ok) for c, ok in scored if low <= c < high or (high == 1.0 and c == 1.0)]
         mean = sum(c for c, _ in inside) / len(inside) if inside else None
         share = sum(1 for _, ok in inside if ok) / len(inside) if inside else None

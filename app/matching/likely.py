@@ -62,10 +62,10 @@ _STOP = frozenset(
     a an and are as at be been but by can could did do does for from had has have he her his
     how i if in into is it its me my no not of on or our she so than that the their them then
     there these they this those to too was we were what when where which while who why will
-    with would you your yes also any all some such just only one two use used using please
-    file line traceback most recent call last error exception raise raised self return
-    py def none true false see above following occurred
-    """.split()
+    with would you your yes also any all some such just only one two use used using please file
+    line traceback most recent call last error exception raise raised self return py def none
+    true false see above following occurred
+    """.split()  # noqa: SIM905 (a list of words reads better as words)
 )
 
 
@@ -93,7 +93,7 @@ def tokens(text: str) -> list[str]:
     out: list[str] = []
     for match in _TOKEN.finditer(_PLACEHOLDER.sub(" ", text)):
         word = match.group()
-        if "\u3400" <= word[0]:
+        if word[0] >= "\u3400":
             out.extend(word[i : i + 2] for i in range(max(1, len(word) - 1)))
             continue
         for part in _parts(word):

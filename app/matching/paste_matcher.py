@@ -104,11 +104,14 @@ class PasteMatcher:
         query = paste_query(parsed)
         if query is None or not likely or matches:
             return PasteMatches(matches, [], query)
-        if query.exception_type is None and not query.frame_text:
-            # Text with no exception, warning or frame in it: a few words ("hello world") are
-            # not an error to explain.
-            if len(set(query.words)) < MIN_TEXT_WORDS:
-                return PasteMatches(matches, [], query)
+        # Text with no exception, warning or frame in it: a few words ("hello world") are not
+        # an error to explain.
+        if (
+            query.exception_type is None
+            and not query.frame_text
+            and len(set(query.words)) < MIN_TEXT_WORDS
+        ):
+            return PasteMatches(matches, [], query)
         weak = [m.entry_id for m in found if m not in known]
         candidates = self.likely.candidates(query, weak_hits=weak)
         for candidate in candidates:
