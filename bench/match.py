@@ -4,7 +4,9 @@
 
 For 1k and 10k generated signatures and 5 KB / 50 KB tracebacks it prints the set build time,
 p50/p99 of the whole answer (parse + match + rank) and of the matching step alone, and the same
-matching done by a `re` loop, side by side, as ratios.
+matching done by a `re` loop, side by side, as ratios. Then both tiers (signatures, then likely
+matches by the entries' words) beside the signature tier alone, for a paste a signature knows and
+for one it does not (which goes on to the likely tier).
 """
 
 import argparse
@@ -18,6 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.matching import SignatureMatcher, SignatureRecord, match_paste
+from app.matching.calibration import load_model
+from app.matching.likely import EntryText
+from app.matching.paste_matcher import PasteMatcher
 from app.tracebacks import parse_traceback
 
 WORDS = [
@@ -125,6 +130,42 @@ def main() -> None:
             print(f"{f'{size // 1000} KB: parse only':44}{parse[0]:>10.2f} / {parse[1]:<9.2f}")
             print(
                 f"{f'{size // 1000} KB: matching step alone':44}{step[0]:>10.2f} / {step[1]:<9.2f}{loop[0]:>12.2f} / {loop[1]:<9.2f}{loop[0] / step[0]:>10.0f}x   top: {found}"
+            )
+        both_tiers(records, message, count, args.repeat)
+
+
+def both_tiers(records: list[SignatureRecord], message: str, count: int, repeat: int) -> None:
+    """Whole answers with both tiers beside the signature tier alone."""
+    rng = random.Random(11)
+    entries = [
+        EntryText(
+            r.entry_id,
+            f"{rng.choice(WORDS)} {rng.choice(WORDS)} pitfall {i}",
+            summary=" ".join(rng.choice(WORDS) for _ in range(12)),
+            examples=(r.example or r.message,),
+            exception_types=frozenset({r.exception} if r.exception else ()),
+        )
+        for i, r in enumerate(records)
+    ]
+    start = time.perf_counter()
+    paste_matcher = PasteMatcher(SignatureMatcher(records), entries, load_model())
+    build = time.perf_counter() - start
+    print(
+        f"-- both tiers ({count} entries): build {build:.2f} s; p50/p99 ms, both vs signatures --"
+    )
+    unknown = "the gradient worker layer stride was not found in the module memory"
+    for size in (5_000, 50_000):
+        for label, text in (("known", traceback_text(size, message)),
+                            ("unknown", traceback_text(size, unknown))):  # fmt: skip
+            both = timed(lambda t=text: paste_matcher.match(parse_traceback(t)), repeat)
+            alone = timed(
+                lambda t=text: paste_matcher.match(parse_traceback(t), likely=False), repeat
+            )
+            result = paste_matcher.match(parse_traceback(text))
+            tier = result.matches[0].tier if result.matches else "none"
+            print(
+                f"{f'{size // 1000} KB {label}: whole answer':44}{both[0]:>10.2f} / {both[1]:<9.2f}"
+                f"{alone[0]:>12.2f} / {alone[1]:<9.2f}   answered by: {tier}"
             )
 
 
