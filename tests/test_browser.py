@@ -47,9 +47,10 @@ def browser():
 
 
 def _superseded(request) -> bool:
-    """A draft check still in flight when the page navigates (a save) is cancelled by the
-    browser: the page no longer needs its answer."""
-    return request.url.endswith("/api/v1/drafts/check") and "ABORTED" in (request.failure or "")
+    """A draft check or the favicon still in flight when the page navigates (a save, a click)
+    is cancelled by the browser: the page no longer needs it."""
+    cancellable = request.url.endswith(("/api/v1/drafts/check", "/static/favicon.svg"))
+    return cancellable and "ABORTED" in (request.failure or "")
 
 
 @contextmanager
@@ -69,9 +70,11 @@ def page_opener(browser, base: str):
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         page.on(
             "requestfailed",
-            lambda r: None
-            if _superseded(r)
-            else problems.append(f"failed request: {r.url} ({r.failure})"),
+            lambda r: (
+                None
+                if _superseded(r)
+                else problems.append(f"failed request: {r.url} ({r.failure})")
+            ),
         )
         page.on(
             "response",

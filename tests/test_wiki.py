@@ -477,7 +477,7 @@ def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wi
     )
     # The live check judges against the cached matcher; a save reads every signature afresh.
     with Session(wiki.engine) as session:
-        shared = wiki.app.state.matchers.current()
+        shared = wiki.app.state.matchers.current().signatures
         for text in (colliding, entry_text("first-entry").replace("failure in", "fault in")):
             live = check_draft(session, text, editing=None, shared=shared).problems
             assert live == check_draft(session, text).problems and live
