@@ -257,9 +257,7 @@ def answer_paste(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer:
     matches: list[MatchOut] = []
     related: list[RelatedOut] = []
     with Session(engine) as session:
-        entries = storage.get_entries(
-            session, entry_ids=[m.entry_id for m in found] + related_ids
-        )
+        entries = storage.get_entries(session, entry_ids=[m.entry_id for m in found] + related_ids)
         for match in found:
             entry = entries.get(match.entry_id)
             if entry is not None and not entry.archived:

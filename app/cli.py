@@ -301,9 +301,7 @@ def _answer(text: str, server: str | None) -> dict:
     engine = create_db_engine(settings)
     prepare_data(settings, engine, ingest="if-empty")
     with Session(engine) as session:
-        matcher = PasteMatcher.build(
-            active_signature_records(session), active_entry_texts(session)
-        )
+        matcher = PasteMatcher.build(active_signature_records(session), active_entry_texts(session))
     try:
         text = text[-settings.max_paste_bytes :]
         return answer_paste(text, engine=engine, matcher=matcher).model_dump()

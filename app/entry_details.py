@@ -137,7 +137,13 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
         updated_at=entry.updated_at,
         url=entry_url(entry.id),
         signatures=[
-            SignatureOut(exception=s.exception, message=s.message, frame=s.frame, context=s.context, example=s.example)
+            SignatureOut(
+                exception=s.exception,
+                message=s.message,
+                frame=s.frame,
+                context=s.context,
+                example=s.example,
+            )
             for s in storage.entry_signatures(session, entry_id=entry.id)
         ],
         snippets=[SnippetOut.of(s) for s in snippets],

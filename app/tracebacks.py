@@ -120,8 +120,16 @@ _TICKED = re.compile(r"^\s*`(?!`)(?P<body>[\s\S]*[^`])`\s*$")
 
 # What forums and chat make of the characters an error prints: curly quotes, dashes, nbsp.
 _TYPOGRAPHY = str.maketrans(
-    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
-     "\u00a0": " ", "\u202f": " "}
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u00a0": " ",
+        "\u202f": " ",
+    }
 )
 
 
