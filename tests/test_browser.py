@@ -146,6 +146,21 @@ def test_the_paste_flow_returns_the_match_with_ctrl_enter(open_page):
     assert "module.conv1.weight" in page.locator(".why mark").first.inner_text()
 
 
+def test_on_a_phone_the_answer_comes_first_and_the_paste_folds_away(open_page):
+    page = open_page("/match", viewport={"width": 390, "height": 844})
+    page.fill("#text", PASTE)
+    page.click("form.paste button")
+    title = page.locator(".pitfall h3 a").first
+    title.wait_for()
+    assert title.bounding_box()["y"] < 844  # the answer is on the first screen
+    assert not page.locator("#text").is_visible()  # the paste is folded under the answer
+    assert (
+        page.locator(".fix").first.bounding_box()["y"] < page.locator(".read").bounding_box()["y"]
+    )
+    page.locator(".paste-box summary").click()
+    assert page.locator("#text").input_value() == PASTE.replace("\r\n", "\n")
+
+
 def test_keyboard_only_search_and_open_a_result(open_page):
     page = open_page("/help")
     page.keyboard.press("/")
