@@ -22,10 +22,11 @@ FORMATS = {
     "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
     "warning", "cpp", "windows", "pdb", "chinese",
 }  # fmt: skip
-# Where the held-out figures stand today (the goal is 0.95 and 0.95; see bench/calibration.py).
-# A change that makes held-out matching worse fails here.
-HELD_OUT_TOP1_FLOOR = 0.87
-HELD_OUT_NEGATIVES_FLOOR = 0.80
+# Top-1 on the held-out half must reach the goal. Negatives with no match are held at where they
+# stand (84.7 % and 94.3 % today, against a goal of 95 %: see bench/calibration.py) so that a
+# change cannot make them worse unnoticed.
+HELD_OUT_TOP1_FLOOR = 0.95
+HELD_OUT_NEGATIVES_FLOOR = 0.83
 
 
 @pytest.fixture(scope="module")
