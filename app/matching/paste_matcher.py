@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.matching.calibration import Model, load_model
-from app.matching.likely import Candidate, EntryText, LikelyIndex, Query, frame_text
+from app.matching.likely import CANDIDATES, Candidate, EntryText, LikelyIndex, Query, frame_text
 from app.matching.signature_tier import (
     PitfallMatch,
     SignatureMatcher,
@@ -98,7 +98,8 @@ class PasteMatcher:
         return cls(SignatureMatcher(records), entries, model)
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
-        found = match_paste(self.signatures, parsed)
+        vetoed: set[str] = set()
+        found = match_paste(self.signatures, parsed, vetoed)
         known = known_matches(found)
         matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in known]
         query = paste_query(parsed)
@@ -113,7 +114,13 @@ class PasteMatcher:
         ):
             return PasteMatches(matches, [], query)
         weak = [m.entry_id for m in found if m not in known]
-        candidates = self.likely.candidates(query, weak_hits=weak)
+        # An entry whose signature matched but whose context or frame condition failed is not
+        # claimed by the likely tier either: its author said the message alone is not enough.
+        candidates = [
+            c
+            for c in self.likely.candidates(query, weak_hits=weak, limit=CANDIDATES + len(vetoed))
+            if c.entry_id not in vetoed
+        ][:CANDIDATES]
         for candidate in candidates:
             candidate.confidence = self.model.confidence(candidate.features)
         candidates.sort(key=lambda c: c.confidence, reverse=True)

@@ -233,9 +233,12 @@ def _score_hit(
     actual_type: str | None,
     files: list[str],
     paste_text: str,
+    vetoed: set[str] | None = None,
 ) -> float | None:
     record = hit.signature
     if not matcher.context_matches(hit.index, paste_text):
+        if vetoed is not None:
+            vetoed.add(record.entry_id)
         return None  # a generic message without the context that makes it this entry's
     type_term = 0.5
     if record.exception and actual_type:
@@ -250,14 +253,23 @@ def _score_hit(
     frame_term = 0.5
     frame = matcher.frame_matches(hit.index, files)
     if frame is False:
+        if vetoed is not None:
+            vetoed.add(record.entry_id)
         return None
     if frame is True:
         frame_term = 1.0
     return _confidence(role, hit.specificity, type_term, frame_term)
 
 
-def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallMatch]:
-    """The entries matched in a parsed paste, one per entry, best first."""
+def match_paste(
+    matcher: SignatureMatcher, parsed: ParsedPaste, vetoed: set[str] | None = None
+) -> list[PitfallMatch]:
+    """The entries matched in a parsed paste, one per entry, best first.
+
+    `vetoed`, when given, receives the entries whose signature matched the message but whose
+    frame or context condition the paste does not meet: their authors said the message alone is
+    not theirs, so no other tier may claim it for them either.
+    """
     best: dict[str, PitfallMatch] = {}
     judged: set[int] = set()  # signatures already weighed against an exception or a warning
 
@@ -275,7 +287,7 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
             hits = matcher.match_message(text, actual_type)
             for hit in hits:
                 judged.add(hit.index)
-                confidence = _score_hit(matcher, hit, role, actual_type, files, parsed.text)
+                confidence = _score_hit(matcher, hit, role, actual_type, files, parsed.text, vetoed)
                 if confidence is None:
                     continue
                 subject = f"{actual_type}: {message.splitlines()[0] if message else ''}"
@@ -293,7 +305,7 @@ def match_paste(matcher: SignatureMatcher, parsed: ParsedPaste) -> list[PitfallM
         # Not again what an exception already settled, nor a frame condition that text lacks.
         if hit.signature.entry_id in best or hit.index in judged or hit.signature.frame:
             continue
-        confidence = _score_hit(matcher, hit, "text", None, [], text)
+        confidence = _score_hit(matcher, hit, "text", None, [], text, vetoed)
         if confidence is None:
             continue
         start = text.rfind("\n", 0, hit.span[0]) + 1
