@@ -248,3 +248,11 @@ def test_an_unmatched_error_from_another_library_is_named():
         'modules/module.py", line 1, in f\n    x\nRuntimeError: boom\n'
     )
     assert foreign_library(parse_traceback(torch_error)) is None
+
+
+def test_the_likely_tier_reads_only_the_head_of_a_message_that_swallowed_a_log(matcher):
+    """What tells errors apart comes first; a megabyte of log lines is not tokenized."""
+    paste = "ValueError: start\n" + "\n".join(f"word{i} continues here" for i in range(40000))
+    result = matcher.match(parse_traceback(paste))
+    assert result.query is not None and result.query.message.startswith("start")
+    assert len(result.query.message) <= 4000

@@ -27,6 +27,9 @@ MIN_TEXT_WORDS = 4
 RELATED_FLOOR = 0.45
 # How much of a paste with no exception line the likely tier reads (the error is at the end).
 _TEXT_TAIL = 3000
+# How much of a message it reads: what tells one error from another comes first, and a message
+# that swallowed a megabyte of log lines must not cost a megabyte of tokenizing.
+_MESSAGE_HEAD = 4000
 _FRAME_LINE = re.compile(r'^\s*File "|^\s*Traceback \(most recent call')
 
 
@@ -58,10 +61,11 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
                 if exc.frames:
                     frames = exc.frames
                     break
-        return Query(final.message or final.type, final.type, frame_text(frames))
+        message = (final.message or final.type)[:_MESSAGE_HEAD]
+        return Query(message, final.type, frame_text(frames))
     if parsed.warnings:
         warning = parsed.warnings[-1]
-        return Query(warning.message, warning.category)
+        return Query(warning.message[:_MESSAGE_HEAD], warning.category)
     text = parsed.text.strip()
     if not text:
         return None
