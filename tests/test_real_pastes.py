@@ -22,11 +22,11 @@ FORMATS = {
     "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
     "warning", "cpp", "windows", "pdb", "chinese",
 }  # fmt: skip
-# Top-1 on the held-out half must reach the goal. Negatives with no match are held at where they
-# stand (84.7 % and 94.3 % today, against a goal of 95 %: see bench/calibration.py) so that a
-# change cannot make them worse unnoticed.
-HELD_OUT_TOP1_FLOOR = 0.95
-HELD_OUT_NEGATIVES_FLOOR = 0.83
+# Held at where the figures stand, a point below (today 96.3 % / 95.0 % top-1 and 93.6 % / 96.3 %
+# negatives with no match on the two held-out halves, against a goal of 97 % and 95 %: see
+# bench/calibration.py), so that a change cannot make them worse unnoticed.
+HELD_OUT_TOP1_FLOOR = 0.94
+HELD_OUT_NEGATIVES_FLOOR = 0.92
 
 
 @pytest.fixture(scope="module")
