@@ -88,6 +88,8 @@ def test_a_warning_with_no_exception_gets_a_likely_match(matcher):
         "    loss = criterion(out, y)\n"
     )
     assert top(matcher, paste) == ("cuda-illegal-memory-access", "likely")
+    (match, *_) = matcher.match(parse_traceback(paste)).matches
+    assert "illegal" in match.words  # as the error spells it, not the stem "illeg"
 
 
 def test_text_with_no_error_gets_no_match_and_nothing_related(matcher):

@@ -88,19 +88,24 @@ def _parts(word: str) -> Iterable[str]:
             yield piece.lower()
 
 
-def tokens(text: str) -> list[str]:
-    """Stemmed words and identifier parts of `text`, placeholders and stop words left out."""
-    out: list[str] = []
+def token_pairs(text: str) -> list[tuple[str, str]]:
+    """(stemmed token, the word as written) for the words and identifier parts of `text`."""
+    out: list[tuple[str, str]] = []
     for match in _TOKEN.finditer(_PLACEHOLDER.sub(" ", text)):
         word = match.group()
         if word[0] >= "\u3400":
-            out.extend(word[i : i + 2] for i in range(max(1, len(word) - 1)))
+            out.extend((word[i : i + 2], word[i : i + 2]) for i in range(max(1, len(word) - 1)))
             continue
         for part in _parts(word):
             if len(part) < 2 or part in _STOP:
                 continue
-            out.append(stem(part) if part.isalpha() else part)
+            out.append((stem(part) if part.isalpha() else part, part))
     return out
+
+
+def tokens(text: str) -> list[str]:
+    """Stemmed words and identifier parts of `text`, placeholders and stop words left out."""
+    return [token for token, _ in token_pairs(text)]
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,13 @@ class Query:
     @property
     def words(self) -> list[str]:
         return tokens(normalize_message(self.message))
+
+    def as_written(self) -> dict[str, str]:
+        """Each stemmed word of the message, as the message spells it (for people to read)."""
+        out: dict[str, str] = {}
+        for token, written in token_pairs(normalize_message(self.message)):
+            out.setdefault(token, written)
+        return out
 
 
 @dataclass
@@ -268,10 +280,11 @@ class LikelyIndex:
             )
         return out
 
-    def explain(self, candidate: Candidate, limit: int = 6) -> list[str]:
-        """The rarest words that made `candidate` likely, for people to read."""
-        ranked = sorted(candidate.words, key=self.idf, reverse=True)
-        return ranked[:limit]
+    def explain(self, candidate: Candidate, query: Query, limit: int = 6) -> list[str]:
+        """The rarest words that made `candidate` likely, as the error spells them."""
+        written = query.as_written()
+        ranked = sorted(candidate.words, key=self.idf, reverse=True)[:limit]
+        return list(dict.fromkeys(written.get(word, word) for word in ranked))
 
 
 def frame_text(frames: Sequence[object], last: int = 3) -> str:

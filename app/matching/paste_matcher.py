@@ -138,7 +138,7 @@ class PasteMatcher:
                     candidate.entry_id,
                     "likely",
                     round(confidence, 3),
-                    words=tuple(self.likely.explain(candidate)),
+                    words=tuple(self.likely.explain(candidate, query)),
                     features=dict(candidate.features),
                 )
             )
