@@ -26,8 +26,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from whoosh.lang.porter import stem
+from whoosh.lang.porter import stem as porter_stem
 
 from app.budget import check_budget
 from app.normalization import normalize_message
@@ -88,6 +89,12 @@ def _parts(word: str) -> Iterable[str]:
             yield piece.lower()
 
 
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """Porter's stem, remembered: the same few thousand words come back in every entry."""
+    return porter_stem(word)
+
+
 def token_pairs(text: str) -> list[tuple[str, str]]:
     """(stemmed token, the word as written) for the words and identifier parts of `text`."""
     out: list[tuple[str, str]] = []
@@ -96,11 +103,18 @@ def token_pairs(text: str) -> list[tuple[str, str]]:
         if word[0] >= "\u3400":
             out.extend((word[i : i + 2], word[i : i + 2]) for i in range(max(1, len(word) - 1)))
             continue
-        for part in _parts(word):
-            if len(part) < 2 or part in _STOP:
-                continue
-            out.append((stem(part) if part.isalpha() else part, part))
+        out.extend(_word_tokens(word))
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _word_tokens(word: str) -> tuple[tuple[str, str], ...]:
+    """The (token, as written) pairs of one word: computed once per distinct word."""
+    return tuple(
+        (stem(part) if part.isalpha() else part, part)
+        for part in _parts(word)
+        if len(part) >= 2 and part not in _STOP
+    )
 
 
 def tokens(text: str) -> list[str]:
