@@ -1,12 +1,13 @@
-"""Real pastes made by running real tools: the answer must name the right entry, or nothing."""
+"""Pastes made by running real tools in every format: the answer (both tiers) must name the
+right entry, or nothing."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from app.checker import collect_entry_files, load_entry_files, signature_records
-from app.matching import SignatureMatcher, known_matches, match_paste
+from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+from app.matching.paste_matcher import PasteMatcher
 from app.tracebacks import parse_traceback
 from tests.conftest import REPO_CONTENT
 
@@ -16,13 +17,12 @@ EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
 
 @pytest.fixture(scope="module")
 def answers() -> dict[str, str | None]:
-    matcher = SignatureMatcher(
-        signature_records(load_entry_files(collect_entry_files([REPO_CONTENT])))
-    )
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    matcher = PasteMatcher.build(signature_records(docs), entry_texts(docs))  # both tiers
     out = {}
     for name in EXPECTED:
         text = (CORPUS / name).read_bytes().decode("utf-8", errors="replace")
-        matches = known_matches(match_paste(matcher, parse_traceback(text)))
+        matches = matcher.match(parse_traceback(text)).matches
         out[name] = matches[0].entry_id if matches else None
     return out
 
