@@ -188,6 +188,7 @@ def test_screenshots(open_page, scheme, device, viewport):
     for name, path in (
         ("home", "/"),
         ("search", "/search?q=contiguous"),
+        ("search-error", "/search?q=RuntimeError%3A+CUDA+error%3A+device-side+assert+triggered"),
         ("entry", "/entries/cuda-device-side-assert"),
         ("match", "/match"),
     ):

@@ -176,3 +176,17 @@ def test_cli_run_passes_output_through_and_explains_a_failure(real_settings, tmp
         env={**os.environ, **env},
     )
     assert missing.returncode == 127
+
+
+def test_error_text_in_the_search_box_is_matched_before_it_is_searched(real_client):
+    error = "RuntimeError: CUDA error: device-side assert triggered"
+    page = real_client.get("/search", params={"q": error})
+    assert page.status_code == 200
+    text = page.text
+    assert "Read as an error: Known pitfall:" in text
+    section = text[
+        text.index('class="as-error"') : text.index("</section>", text.index("as-error"))
+    ]
+    assert 'href="/entries/cuda-device-side-assert"' in section
+    plain = real_client.get("/search", params={"q": "contiguous"})
+    assert plain.status_code == 200 and "as-error" not in plain.text

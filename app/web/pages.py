@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from app import storage
+from app.answers import answer_paste
 from app.catalog import get_overview, get_tag_page
 from app.entry_details import get_entry_details
 from app.web.auth import read_access
@@ -78,13 +79,22 @@ def search_page(
     page: int = Query(1, ge=1, le=10_000),
 ):
     result = service.search(q, kind=kind, tag=tag, page=page, limit=settings.search_page_size)
+    # Error text typed or pasted into the search box is matched first, as on /match: a query
+    # holds at most 2,000 characters, so this costs about what the search does.
+    answer = None
+    if q and page == 1:
+        answer = answer_paste(
+            q, engine=request.app.state.engine, matcher=request.app.state.matchers.current()
+        )
+        if not answer.parsed.exceptions and not answer.parsed.warnings:
+            answer = None
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
         alternate += "?" + request.url.query
     return render(
         request,
         "search.html",
-        {"result": result, "q": q, "kind": kind, "tag": tag},
+        {"result": result, "q": q, "kind": kind, "tag": tag, "answer": answer},
         alternate,
     )
 
