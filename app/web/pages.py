@@ -7,6 +7,7 @@ from app import storage
 from app.answers import answer_paste
 from app.catalog import get_overview, get_tag_page
 from app.entry_details import get_entry_details
+from app.tracebacks import parse_traceback
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 
@@ -68,6 +69,11 @@ def opensearch(request: Request) -> Response:
     return Response(body, media_type="application/opensearchdescription+xml")
 
 
+def _reads_as_error(text: str) -> bool:
+    parsed = parse_traceback(text)
+    return bool(parsed.exceptions or parsed.warnings)
+
+
 @router.get("/search", response_class=HTMLResponse)
 def search_page(
     request: Request,
@@ -82,12 +88,9 @@ def search_page(
     # Error text typed or pasted into the search box is matched first, as on /match: a query
     # holds at most 2,000 characters, so this costs about what the search does.
     answer = None
-    if q and page == 1:
-        answer = answer_paste(
-            q, engine=request.app.state.engine, matcher=request.app.state.matchers.current()
-        )
-        if not answer.parsed.exceptions and not answer.parsed.warnings:
-            answer = None
+    if q and page == 1 and _reads_as_error(q):
+        state = request.app.state
+        answer = answer_paste(q, engine=state.engine, matcher=state.matchers.current())
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
         alternate += "?" + request.url.query
