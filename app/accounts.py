@@ -6,6 +6,7 @@ before it checks the password, so that every process sees the count at once. The
 CLI both call these functions.
 """
 
+import functools
 import hashlib
 import math
 import re
@@ -47,8 +48,14 @@ MAX_FAILURES_PER_ADDRESS = 20
 LAST_USE_GRANULARITY = timedelta(minutes=1)  # a token's last use is not rewritten every request
 
 _hasher = PasswordHasher()
+
+
 # Verified when the name is unknown, so a wrong name costs as long as a wrong password.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify against when the name is unknown, so that the answer takes as long.
+    Made on first use: an argon2 hash costs ~0.2 s, which every start-up paid before."""
+    return _hasher.hash(secrets.token_urlsafe(16))
 
 
 class AccountError(ValueError):
@@ -279,7 +286,7 @@ def authenticate(
     with Session(engine, expire_on_commit=False) as session:
         user = get_user(session, name)
         try:
-            _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
+            _hasher.verify(user.password_hash if user else _dummy_hash(), password)
             verified = user is not None
         except (VerificationError, InvalidHashError):
             verified = False

@@ -6,10 +6,8 @@ here, so SQL stays in one place and stays portable between SQLite and PostgreSQL
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, event, func
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +20,9 @@ from app.models import Change, Entry, Revision, Signature, Snippet, Verification
 from app.rendering import markdown_section
 from app.resources import resource_dir
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -46,7 +47,9 @@ def create_db_engine(settings: Settings) -> Engine:
     return engine
 
 
-def alembic_config() -> Config:
+def alembic_config() -> "Config":
+    from alembic.config import Config  # imported when the schema is touched, not on every start
+
     config = Config()
     config.set_main_option("script_location", str(resource_dir("migrations")))
     return config
@@ -54,6 +57,8 @@ def alembic_config() -> Config:
 
 def upgrade_schema(engine: Engine) -> None:
     """Create or upgrade the schema to the newest migration (a no-op when already there)."""
+    from alembic import command
+
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
