@@ -110,10 +110,11 @@ _MD_LINK = re.compile(
     r"\[([^\[\]\n]{1,500})\]\((?:file|https?|vscode[\w-]*)://[^()\[\]\s]{0,2000}\)"
 )
 _ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
-_ESCAPED_TRACEBACK = re.compile(
-    r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)"
-    r"|\b[A-Z]\w*(?:Error|Exception)\((?:\\?['\"])"  # a repr: RuntimeError(\'...\\n...\')
-)
+_ESCAPED_TRACEBACK = re.compile(r"\\n(?:Traceback \(most recent|  File \"|Original Traceback)")
+# A repr with escaped newlines: RuntimeError('...\n...'). Searched only when the text has
+# "Error(" or "Exception(" at all: without a literal to start from, the scan of a megabyte
+# holds the GIL for ~30 ms.
+_ESCAPED_REPR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\((?:\\?['\"])")
 # A whole paste in single backticks (`Traceback ... Error: message`): the ticks are not the message.
 _TICKED = re.compile(r"^\s*`(?!`)(?P<body>[\s\S]*[^`])`\s*$")
 
@@ -142,7 +143,9 @@ def _clean(text: str) -> str:
         text = html.unescape(text)
     text = _AUTOLINK.sub(r"\1", text)
     text = _MD_LINK.sub(r"\1", text)
-    if _ESCAPED_TRACEBACK.search(text):
+    if _ESCAPED_TRACEBACK.search(text) or (
+        ("Error(" in text or "Exception(" in text) and _ESCAPED_REPR.search(text)
+    ):
         # A traceback embedded in a message with literal \n (a repr, a JSON log field).
         text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t")
         text = text.replace('\\"', '"').replace("\\'", "'")
