@@ -512,17 +512,17 @@ def _collapse_ranks(exceptions: list[ParsedException], text: str) -> list[Parsed
         if match and (exc := _EXCEPTION.match(match.group("rest").strip())):
             head = (exc.group("message") or exc.group("message2") or "")[:200]
             ranks_of.setdefault(head, set()).add(int(match.group("rank")))
-    out: list[ParsedException] = []
-    seen: dict[tuple[str, str], ParsedException] = {}
-    for exc in exceptions:
+    # Keep the last copy, in the place of the last copy: popping and re-inserting moves a key to
+    # the end of the dict in constant time (a list's remove() made this quadratic).
+    last: dict[tuple[str, str], ParsedException] = {}
+    for index, exc in enumerate(exceptions):
+        if index % 64 == 0:
+            check_budget()
         key = (exc.qualified_type, exc.message)
-        if key in seen:
-            out.remove(seen[key])  # keep the last copy, in the place of the last copy
-        seen[key] = exc
-        out.append(exc)
-        first = exc.message.split("\n")[0][:200]
-        exc.ranks = sorted(ranks_of.get(first, ()))
-    return out
+        last.pop(key, None)
+        last[key] = exc
+        exc.ranks = sorted(ranks_of.get(exc.message.split("\n", 1)[0][:200], ()))
+    return list(last.values())
 
 
 def parse_traceback(text: str) -> ParsedPaste:
