@@ -483,25 +483,27 @@ def _versions(text: str) -> tuple[str | None, str | None]:
 
 
 def _quoted_exceptions(text: str) -> list[ParsedException]:
-    """Exceptions named inside lines of prose, lists or reprs, for a paste with no other."""
-    found = []
+    """The exception named inside a line of prose, a list or a repr, for a paste with no other:
+    the last one named, as in a traceback, so the lines are read from the end."""
     lines = text.split("\n")
-    for number, line in enumerate(lines):
+    for number in range(len(lines) - 1, -1, -1):
         if number % 64 == 0:
             check_budget()
-        match = _QUOTED_EXCEPTION.search(line)
+        match = _QUOTED_EXCEPTION.search(lines[number])
         if match is None:
             continue
         message = match.group("message")
         if quote := match.group("quote"):  # a repr goes on to its closing quote
-            end = number + 1
-            while not message.rstrip().endswith(quote + ")") and end < min(len(lines), number + 50):
-                message += "\n" + lines[end]
-                end += 1
-        if match.group("quote") or message.endswith("`"):
+            parts = [message]
+            for line in lines[number + 1 : number + 50]:
+                if parts[-1].rstrip().endswith(quote + ")"):
+                    break
+                parts.append(line)
+            message = "\n".join(parts)
+        if quote or message.endswith("`"):
             message = _QUOTED_END.sub("", message)
-        found.append(ParsedException(match.group("type"), message.strip(), origin="quoted"))
-    return found[-1:]  # the last one named is the one the text is about, as in a traceback
+        return [ParsedException(match.group("type"), message.strip(), origin="quoted")]
+    return []
 
 
 def _collapse_ranks(exceptions: list[ParsedException], text: str) -> list[ParsedException]:
