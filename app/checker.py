@@ -52,23 +52,11 @@ def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
 
 def entry_texts(docs: Iterable[EntryDocument]) -> list[EntryText]:
     """What the likely tier reads of each entry file, as `storage.active_entry_texts` does."""
-    texts = []
-    for doc in docs:
-        front = doc.front
-        if front is None:
-            continue
-        texts.append(
-            EntryText(
-                entry_id=front.id,
-                title=front.title,
-                summary=front.summary,
-                aliases=tuple(front.aliases),
-                symptoms=markdown_section(doc.body, "What you see"),
-                examples=tuple(s.example for s in front.signatures),
-                exception_types=frozenset(s.exception for s in front.signatures if s.exception),
-            )
-        )
-    return texts
+    return [
+        EntryText.of(doc.front, markdown_section(doc.body, "What you see"), doc.front.signatures)
+        for doc in docs
+        if doc.front is not None
+    ]
 
 
 def duplicate_id_problems(docs: Sequence[EntryDocument]) -> list[Problem]:

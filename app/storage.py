@@ -192,23 +192,12 @@ def active_signature_records(session: Session) -> list[SignatureRecord]:
 
 def active_entry_texts(session: Session) -> list[EntryText]:
     """What the likely tier reads of every active entry."""
-    examples: dict[str, list[str]] = {}
-    types: dict[str, set[str]] = {}
+    signatures: dict[str, list[Signature]] = {}
     for s in active_signatures(session):
-        examples.setdefault(s.entry_id, []).append(s.example)
-        if s.exception:
-            types.setdefault(s.entry_id, set()).add(s.exception)
+        signatures.setdefault(s.entry_id, []).append(s)
     query = select(Entry).where(col(Entry.archived).is_(False)).order_by(col(Entry.id))
     return [
-        EntryText(
-            entry_id=e.id,
-            title=e.title,
-            summary=e.summary,
-            aliases=tuple(e.aliases),
-            symptoms=markdown_section(e.body_markdown, "What you see"),
-            examples=tuple(examples.get(e.id, ())),
-            exception_types=frozenset(types.get(e.id, ())),
-        )
+        EntryText.of(e, markdown_section(e.body_markdown, "What you see"), signatures.get(e.id, ()))
         for e in session.exec(query)
     ]
 

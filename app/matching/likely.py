@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from whoosh.lang.porter import stem as porter_stem
 
@@ -134,6 +134,21 @@ class EntryText:
     examples: tuple[str, ...] = ()  # the signatures' examples
     exception_types: frozenset[str] = frozenset()
 
+    @classmethod
+    def of(cls, entry, body_symptoms: str, signatures: Iterable) -> "EntryText":
+        """From anything with an entry's id, title, summary and aliases (a stored entry or a
+        file's front-matter) and its signatures (each with an example and an exception)."""
+        signatures = list(signatures)
+        return cls(
+            entry_id=entry.id,
+            title=entry.title,
+            summary=entry.summary,
+            aliases=tuple(entry.aliases),
+            symptoms=body_symptoms,
+            examples=tuple(s.example for s in signatures),
+            exception_types=frozenset(s.exception for s in signatures if s.exception),
+        )
+
 
 @dataclass(frozen=True)
 class Query:
@@ -143,7 +158,7 @@ class Query:
     exception_type: str | None
     frame_text: str = ""
 
-    @property
+    @cached_property
     def words(self) -> list[str]:
         return tokens(normalize_message(self.message))
 
