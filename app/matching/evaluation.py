@@ -6,6 +6,7 @@ half "A" or "B" by a hash of its source, so one thread never sits in both halves
 never depends on what the matcher does. Fit on one half, report on the other.
 """
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -76,9 +77,9 @@ def run(matcher: PasteMatcher, cases: Iterable[Case]) -> list[Outcome]:
         if not signature:
             for candidate in result.candidates:
                 rows.append((dict(candidate.features), candidate.entry_id == case.expected))
-            scored = [(matcher.model.confidence(f), ok) for f, ok in rows]
-            if scored:
-                top_likely = max(scored, key=lambda item: item[0])
+            if result.candidates:  # sorted by the model's confidence, best first
+                best = result.candidates[0]
+                top_likely = (best.confidence, best.entry_id == case.expected)
         first = result.matches[0] if result.matches else None
         outcomes.append(
             Outcome(
@@ -153,6 +154,6 @@ def report(outcomes: Sequence[Outcome]) -> Report:
 
 def with_model(matcher: PasteMatcher, model: Model) -> PasteMatcher:
     """The same compiled matcher with another likely model (no recompiling)."""
-    clone = object.__new__(PasteMatcher)
-    clone.signatures, clone.likely, clone.model = matcher.signatures, matcher.likely, model
+    clone = copy.copy(matcher)
+    clone.model = model
     return clone
