@@ -249,8 +249,11 @@ def _entry_match(session: Session, entry, match) -> MatchOut:
     )
 
 
-def answer_paste(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer:
-    parsed = parse_traceback(text)
+def answer_paste(
+    text: str, *, engine: Engine, matcher: PasteMatcher, parsed: ParsedPaste | None = None
+) -> Answer:
+    """`parsed`, when the caller has already read `text`, saves reading it twice."""
+    parsed = parsed if parsed is not None else parse_traceback(text)
     result = matcher.match(parsed)
     found = result.matches[:MAX_MATCHES]
     related_ids = [c.entry_id for c in result.related[:MAX_RELATED]]

@@ -69,11 +69,6 @@ def opensearch(request: Request) -> Response:
     return Response(body, media_type="application/opensearchdescription+xml")
 
 
-def _reads_as_error(text: str) -> bool:
-    parsed = parse_traceback(text)
-    return bool(parsed.exceptions or parsed.warnings)
-
-
 @router.get("/search", response_class=HTMLResponse)
 def search_page(
     request: Request,
@@ -88,9 +83,12 @@ def search_page(
     # Error text typed or pasted into the search box is matched first, as on /match: a query
     # holds at most 2,000 characters, so this costs about what the search does.
     answer = None
-    if q and page == 1 and _reads_as_error(q):
+    parsed = parse_traceback(q) if q and page == 1 else None
+    if parsed is not None and (parsed.exceptions or parsed.warnings):
         state = request.app.state
-        answer = answer_paste(q, engine=state.engine, matcher=state.matchers.current())
+        answer = answer_paste(
+            q, engine=state.engine, matcher=state.matchers.current(), parsed=parsed
+        )
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
         alternate += "?" + request.url.query
