@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, upgrade_schema
+from tests.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_CONTENT = REPO / "content"
@@ -82,9 +83,62 @@ def repo_content(tmp_path: Path) -> Path:
     return path
 
 
+# ---- the database: SQLite, or PostgreSQL for the modules marked `both_databases` -----------
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `both_databases` that reaches the database runs once on each backend
+    (unless it names its backends itself: `@pytest.mark.parametrize("backend", ["sqlite"],
+    indirect=True)` for a test of SQLite's own settings)."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    if not metafunc.definition.get_closest_marker("both_databases"):
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        if "backend" in marker.args[0]:
+            return
+    metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def make_settings(tmp_path: Path):
+def backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the whole run; each test gets a database of its own."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        require(False, "psycopg is not installed (pip install -e '.[test]')")
+    server = PostgresServer()
+    require(server.available, "PostgreSQL's initdb and pg_ctl are not installed")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """Empty for SQLite (a file in the data dir); a fresh PostgreSQL database otherwise."""
+    if backend == "sqlite":
+        yield ""
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    with server.database() as url:
+        yield url
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, database_url: str):
     def _make(content: Path, **overrides) -> Settings:
+        if database_url:
+            overrides.setdefault("database_url", database_url)
         return load_settings(data_dir=tmp_path / "data", content_dir=content, **overrides)
 
     return _make
@@ -143,17 +197,89 @@ def pitfalls_command() -> str:
     return pitfalls
 
 
-def write_token(clone: Path) -> str:
+def write_token(clone: Path, settings: dict[str, str] | None = None) -> str:
     """A new write token for the server whose folder is `clone`, made with the CLI."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env.update(settings or {})
     created = subprocess.run(
         [pitfalls_command(), "token", "create", "--name", "tests", "--scope", "write"],
         cwd=clone,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")},
+        env=env,
         capture_output=True,
         text=True,
         check=True,
     )
     return created.stdout.strip()
+
+
+class Served:
+    """One `pitfalls serve` process started by `running_servers`."""
+
+    def __init__(self, folder: Path, settings: dict[str, str] | None, fresh: bool) -> None:
+        if fresh:
+            shutil.copytree(REPO_CONTENT, folder / "content")
+        self.folder = folder
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+        self.env.update(settings or {})
+        self.log_path = folder.parent / f"serve-{folder.name}-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [pitfalls_command(), "serve", "--port", str(self.port)],
+            cwd=self.folder,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+        )
+        log.close()  # the child has its own copy
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"pitfalls serve exited early:\n{self.log_path.read_text()}")
+            try:
+                if get(self.base + "/api/v1/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.process.kill()
+        pytest.fail(
+            f"pitfalls serve did not answer within {timeout} s:\n{self.log_path.read_text()}"
+        )
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def running_servers(
+    folders: list[Path], *, settings: dict[str, str] | None = None, fresh: bool = True
+) -> Iterator[list[Served]]:
+    """`pitfalls serve` in each folder, all started at the same moment, then all awaited."""
+    servers = [Served(folder, settings, fresh) for folder in folders]
+    try:
+        for served in servers:
+            served.start()
+        for served in servers:
+            served.wait_ready()
+        yield servers
+    finally:
+        for served in servers:
+            served.stop()
 
 
 @contextmanager
@@ -162,43 +288,8 @@ def running_server(
 ) -> Iterator[tuple[str, Path]]:
     """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries);
     `fresh=False` serves a folder another server already prepared (a second process)."""
-    pitfalls = pitfalls_command()
-    clone = folder
-    if fresh:
-        shutil.copytree(REPO_CONTENT, clone / "content")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    env.update(settings or {})
-    log_path = clone.parent / f"serve-{clone.name}-{port}.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [pitfalls, "serve", "--port", str(port)], cwd=clone, env=env, stdout=log, stderr=log
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.close()
-            pytest.fail(f"pitfalls serve exited early:\n{log_path.read_text()}")
-        try:
-            if get(base + "/api/v1/health")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        log.close()
-        pytest.fail(f"pitfalls serve did not answer within 60 s:\n{log_path.read_text()}")
-    try:
-        yield base, clone
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    with running_servers([folder], settings=settings, fresh=fresh) as (served,):
+        yield served.base, served.folder
 
 
 @pytest.fixture(scope="session")

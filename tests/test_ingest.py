@@ -14,6 +14,8 @@ from app.models import Change, Entry, Revision, Signature, Snippet
 from app.wiki import check_draft
 from tests.conftest import entry_text
 
+pytestmark = pytest.mark.both_databases
+
 
 def write(folder: Path, entry_id: str, text: str | None = None) -> Path:
     path = folder / f"{entry_id}.md"

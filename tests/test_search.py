@@ -18,6 +18,8 @@ from app.search_index import (
 )
 from tests.conftest import entry_text
 
+pytestmark = pytest.mark.both_databases
+
 
 def write(folder: Path, entry_id: str, **kwargs) -> Path:
     path = folder / f"{entry_id}.md"

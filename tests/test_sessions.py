@@ -27,6 +27,8 @@ from app.storage import create_db_engine
 from tests import test_wiki
 from tests.test_wiki import PASSWORD, Wiki, csrf_of
 
+pytestmark = pytest.mark.both_databases
+
 wiki = test_wiki.wiki  # the fixture: an app over three entries, with users and tokens
 
 
@@ -240,3 +242,37 @@ def engine_with_users(engine):
         add_user(session, name="ann", role="editor", password=PASSWORD, actor=CLI)
         session.commit()
     return engine
+
+
+# ---- what no database stores --------------------------------------------------------------------
+
+
+def test_text_no_database_stores_is_refused_or_cleaned_never_a_500(wiki: Wiki):
+    """A NUL, or a value longer than its column, is a 4xx with a sentence or is cleaned before
+    it is stored: on PostgreSQL, which refuses both, as on SQLite, which would keep them."""
+    client = TestClient(wiki.app, raise_server_exceptions=False)
+    assert _login(client, "bo\x00b").status_code == 401
+    assert _login(client, "x" * 5000).status_code == 401
+    headers = wiki.bearer("ci-bot")
+    nul = test_wiki.entry_text("nul-entry").replace("Because.", "Be\x00cause.")
+    created = client.post(
+        "/api/v1/entries", json={"markdown": nul, "message": "Add"}, headers=headers
+    )
+    assert created.status_code == 422 and "NUL" in created.text
+    long_id = "a" * 101
+    created = client.post(
+        "/api/v1/entries",
+        json={"markdown": test_wiki.entry_text(long_id), "message": "Add"},
+        headers=headers,
+    )
+    assert created.status_code == 422 and "the database holds" in created.text
+    current = client.get("/api/v1/entries/first-entry", headers=headers)
+    edited = current.json()["markdown"].replace("One sentence", "Another sentence")
+    saved = client.put(
+        "/api/v1/entries/first-entry",
+        json={"markdown": edited, "message": "fix\x00 the\x07 summary"},
+        headers={**headers, "If-Match": current.headers["etag"]},
+    )
+    assert saved.status_code == 200, saved.text
+    history = client.get("/api/v1/entries/first-entry/revisions", headers=headers).json()
+    assert history[0]["message"] == "fix the summary"

@@ -11,6 +11,8 @@ from sqlmodel import Session, SQLModel
 from app.models import Signature
 from app.storage import alembic_config, upgrade_schema
 
+pytestmark = pytest.mark.both_databases
+
 
 def test_migrations_produce_exactly_the_models_schema(engine):
     with engine.connect() as connection:
@@ -28,6 +30,7 @@ def test_upgrade_is_idempotent_and_at_head(engine):
     )
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_sqlite_runs_in_wal_mode_with_foreign_keys_and_busy_timeout(engine, settings):
     with engine.connect() as connection:
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from sqlmodel import Session
 
@@ -11,6 +12,8 @@ from app.cli import cli
 from app.ingest import export_entries, ingest_content
 from app.wiki import archive, save_draft
 from tests.conftest import REPO_CONTENT, entry_text
+
+pytestmark = pytest.mark.both_databases
 
 ALICE = Principal("user", "alice", "editor", user_id=1)
 

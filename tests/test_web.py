@@ -2,7 +2,10 @@
 
 import re
 
+import pytest
 from markupsafe import escape
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_health_reports_entries_sequence_and_index(real_client):

@@ -21,6 +21,8 @@ from app.models import AuditEvent, Change, Revision
 from app.wiki import check_draft
 from tests.conftest import entry_text
 
+pytestmark = pytest.mark.both_databases
+
 PASSWORD = "correct horse battery"
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Routes with a write method that do not write, and why they are open to anyone.
