@@ -281,6 +281,7 @@ def authenticate(
     committed transaction; a success gives both back (the pair's count is cleared).
     """
     now = now or utcnow()
+    name = name.replace("\x00", "\ufffd")  # no database stores a NUL; no user has one
     name_key, address = name[:100], address[:100]
     _count_attempt(engine, name_key, address, now)
     with Session(engine, expire_on_commit=False) as session:

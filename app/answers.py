@@ -15,6 +15,7 @@ from app import storage
 from app.change_feed import ChangeWatcher
 from app.entry_details import SnippetOut, entry_url
 from app.matching.paste_matcher import PasteMatcher
+from app.metrics import MATCH_SECONDS
 from app.normalization import normalize_message
 from app.rendering import markdown_section, render_body
 from app.tracebacks import ParsedPaste, parse_traceback
@@ -147,22 +148,30 @@ class MatcherCache:
         self.engine = engine
         self._watcher = ChangeWatcher(engine, check_interval_ms)
         self._matcher: PasteMatcher | None = None
-        self._seq = -1
+        self._mark: storage.FeedMark | None = None
         self._lock = threading.Lock()
 
     def expire(self) -> None:
         self._watcher.expire()
 
     def current(self) -> PasteMatcher:
-        seq = self._watcher.poll(force=self._matcher is None)
-        if seq is not None and seq != self._seq:
-            with self._lock, Session(self.engine) as session:
-                matcher = PasteMatcher.build(
-                    storage.active_signature_records(session), storage.active_entry_texts(session)
-                )
+        # The mark may have been read by another thread (the feed follower) that is building
+        # the new matcher right now: compare with the newest mark read by anyone, and wait on
+        # the lock for that build instead of answering with the old matcher meanwhile.
+        self._watcher.poll(force=self._matcher is None)
+        if self._matcher is not None and self._watcher.last == self._mark:
+            return self._matcher
+        with self._lock:
+            mark = self._watcher.last
+            if self._matcher is None or mark != self._mark:
+                with Session(self.engine) as session:
+                    matcher = PasteMatcher.build(
+                        storage.active_signature_records(session),
+                        storage.active_entry_texts(session),
+                    )
                 # the first match builds the DFA lazily
                 matcher.signatures.match_message("warm up the DFA")
-                self._matcher, self._seq = matcher, seq
+                self._matcher, self._mark = matcher, mark
         assert self._matcher is not None
         return self._matcher
 
@@ -253,8 +262,9 @@ def answer_paste(
     text: str, *, engine: Engine, matcher: PasteMatcher, parsed: ParsedPaste | None = None
 ) -> Answer:
     """`parsed`, when the caller has already read `text`, saves reading it twice."""
-    parsed = parsed if parsed is not None else parse_traceback(text)
-    result = matcher.match(parsed)
+    with MATCH_SECONDS.time():
+        parsed = parsed if parsed is not None else parse_traceback(text)
+        result = matcher.match(parsed)
     found = result.matches[:MAX_MATCHES]
     related_ids = [c.entry_id for c in result.related[:MAX_RELATED]]
     matches: list[MatchOut] = []

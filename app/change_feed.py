@@ -1,34 +1,109 @@
 """Following the database's change sequence from a process's derived caches, cheaply."""
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import storage
 
+logger = logging.getLogger(__name__)
+
 
 class ChangeWatcher:
-    """Reads the newest change sequence at most once per interval."""
+    """Reads the change feed's mark (count and highest number) at most once per interval."""
 
     def __init__(self, engine: Engine, interval_ms: int) -> None:
         self.engine = engine
         self.interval_s = interval_ms / 1000
         self._checked_at = float("-inf")
         self._lock = threading.Lock()
+        self.last: storage.FeedMark | None = None  # the newest mark read, by any thread
 
     def expire(self) -> None:
         """Make the next poll read the database (after this process wrote to it)."""
         with self._lock:
             self._checked_at = float("-inf")
 
-    def poll(self, force: bool = False) -> int | None:
-        """The database's change sequence, or None when it was read less than an interval ago."""
+    def poll(self, force: bool = False) -> storage.FeedMark | None:
+        """The feed's mark, or None when it was read less than an interval ago."""
         with self._lock:
             now = time.monotonic()
             if not force and now - self._checked_at < self.interval_s:
                 return None
             self._checked_at = now
         with Session(self.engine) as session:
-            return storage.current_change_seq(session)
+            mark = storage.feed_mark(session)
+        self.last = mark
+        return mark
+
+
+NOTIFY_CHANNEL = "pitfalls_changes"
+
+
+class FeedFollower:
+    """Keeps a process's caches current between requests, in a thread of its own.
+
+    On PostgreSQL it LISTENs on the channel every writer NOTIFYs at commit, so an edit made on
+    another replica is applied here at once. A notification can be lost (a dropped connection, a
+    replica starting), so it also calls `on_change` every interval whatever it heard: the timed
+    check, which compares the feed's count and highest number with what the caches applied, is
+    the guarantee; the notification only makes it sooner.
+    """
+
+    def __init__(self, engine: Engine, interval_ms: int, on_change: Callable[[], None]) -> None:
+        self.engine = engine
+        self.interval_s = max(0.2, interval_ms / 1000)
+        self.on_change = on_change
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.listening = False  # true while a LISTEN connection is open
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pitfalls-feed", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + 2)
+
+    def _apply(self) -> None:
+        try:
+            self.on_change()
+        except Exception:
+            logger.exception("bringing the caches up to the change feed failed")
+
+    def _run(self) -> None:
+        postgres = self.engine.url.get_backend_name() == "postgresql"
+        while not self._stop.is_set():
+            if postgres:
+                self._listen()
+            if not self._stop.wait(self.interval_s):
+                self._apply()
+
+    def _listen(self) -> None:
+        """Wait on LISTEN until stopped or the connection fails (then the caller falls back to
+        the timed check for one interval, and comes back here)."""
+        import psycopg
+
+        url = self.engine.url.set(drivername="postgresql")
+        try:
+            with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as c:
+                c.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                self.listening = True
+                self._apply()  # whatever committed before LISTEN took effect
+                while not self._stop.is_set():
+                    # Back after the first notification, or after an interval without one; a
+                    # wake-up applies every change there is, however many were notified.
+                    for _ in c.notifies(timeout=self.interval_s, stop_after=1):
+                        pass
+                    if not self._stop.is_set():
+                        self._apply()
+        except Exception as exc:
+            logger.warning("listening for changes failed (%s); checking every interval", exc)
+        finally:
+            self.listening = False

@@ -17,7 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.drafts import TEMPLATE_PLACEHOLDERS
-from app.models import ENTRY_KINDS
+from app.models import ENTRY_KINDS, Entry, Signature
 from app.rendering import RenderedBody, render_body
 from app.signatures import PatternError, compile_pattern, split_exception_line
 
@@ -320,6 +320,29 @@ def _check_signatures(doc: EntryDocument) -> None:
             )
 
 
+def _column_length(column) -> int:
+    return column.type.length
+
+
+# Front-matter values stored in columns of limited length: checked here, so that what passes
+# `pitfalls check` always stores, on SQLite (which would keep it) and PostgreSQL (which refuses).
+_COLUMN_LIMITS = (
+    ("id", lambda _i: ("id",), _column_length(Entry.__table__.c.id)),
+    ("versions", lambda _i: ("versions",), _column_length(Entry.__table__.c.versions)),
+    (
+        "exception",
+        lambda i: ("signatures", i, "exception"),
+        _column_length(Signature.__table__.c.exception),
+    ),
+)
+
+
+def _values(front: "FrontMatter", name: str) -> list[str | None]:
+    if name == "exception":
+        return [s.exception for s in front.signatures]
+    return [getattr(front, name)]
+
+
 def _check_fields(doc: EntryDocument, expected_id: str | None) -> None:
     front = doc.front
     assert front is not None
@@ -340,6 +363,16 @@ def _check_fields(doc: EntryDocument, expected_id: str | None) -> None:
                 f"id {front.id!r} does not equal the file name {expected_id!r}",
             )
         )
+    for name, where, limit in _COLUMN_LIMITS:
+        for index, value in enumerate(_values(front, name)):
+            if value is not None and len(value) > limit:
+                add(
+                    Problem(
+                        doc.path,
+                        doc.line_of(*where(index)),
+                        f"{name} is {len(value)} characters, over the {limit} the database holds",
+                    )
+                )
     for name in ("title", "summary"):
         if not getattr(front, name).strip():
             add(Problem(doc.path, doc.line_of(name), f"{name} is empty"))
@@ -449,6 +482,14 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
     doc = EntryDocument(
         path=path, markdown=markdown, front=None, body="", body_line=1, rendered=None
     )
+    if "\x00" in markdown:
+        line = markdown[: markdown.index("\x00")].count("\n") + 1
+        doc.problems.append(
+            Problem(
+                path, line, "the text holds a NUL character (\\0): remove it, no database stores it"
+            )
+        )
+        return doc
     split = _split_front_matter(markdown)
     if split is None:
         doc.problems.append(

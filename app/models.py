@@ -247,3 +247,14 @@ class AuditEvent(SQLModel, table=True):
     action: str = Field(max_length=50)
     target: str = Field(default="", max_length=200)
     detail: str = Field(default="", sa_type=Text)
+
+
+class AppSecret(SQLModel, table=True):
+    """A secret every process must share, kept where every replica reads it: the key that
+    signs session cookies when PITFALLS_SECRET_KEY is not set."""
+
+    __tablename__ = "app_secret"
+
+    name: str = Field(primary_key=True, max_length=50)
+    value: str = Field(sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)

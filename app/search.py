@@ -8,6 +8,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -24,6 +25,7 @@ from app.analysis import stem_word
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
+from app.metrics import SEARCH_SECONDS
 from app.search_index import (
     FIELD_BOOSTS,
     SEARCH_FIELDS,
@@ -32,6 +34,7 @@ from app.search_index import (
     rebuild_index,
     update_index,
 )
+from app.storage import FeedMark
 
 FACET_FIELDS = {"kind": "kind", "tag": "tags"}
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
@@ -176,6 +179,8 @@ class SearchService:
         self._idle: list[_PooledSearcher] = []
         self._damaged: str | None = None  # why the index cannot be read, until it is rebuilt
         self._rebuilding = threading.Lock()
+        self._updating = threading.Lock()
+        self._applied: FeedMark | None = None  # the feed's mark the index was last seen at
         formatter = HtmlFormatter(tagname="mark", between=" … ")
         self._formatter = formatter
         self._fragmenter = ContextFragmenter(maxchars=180, surround=50)
@@ -191,12 +196,15 @@ class SearchService:
         """Apply database changes the index has not seen yet (throttled unless forced)."""
         if self._watcher is None:
             return
-        db_seq = self._watcher.poll(force)
-        if db_seq is None:
+        self._watcher.poll(force)
+        mark = self._watcher.last  # perhaps read by the feed follower, now applying it
+        if mark is not None and mark == self._applied:
             return
-        state = read_state(self.index_dir)
-        if state is None or db_seq > state.seq:
-            update_index(self.engine, self.index_dir)
+        with self._updating:  # wait for an update under way here rather than search stale
+            state = read_state(self.index_dir)
+            if state is None or mark != state.mark:
+                state = update_index(self.engine, self.index_dir)
+            self._applied = state.mark
 
     @property
     def damaged(self) -> str | None:
@@ -368,6 +376,7 @@ class SearchService:
         text = " ".join(text.split()[:MAX_QUERY_WORDS])
         page = max(1, page)
         budget = Budget(self.budget_ms / 1000).within(current_budget())
+        started = time.perf_counter()
         try:
             pooled = self._acquire()
         except IndexUnavailable:
@@ -402,6 +411,7 @@ class SearchService:
             ) from None
         finally:
             self._release(pooled, healthy)
+            SEARCH_SECONDS.observe(time.perf_counter() - started)
 
     def _search(
         self,

@@ -8,9 +8,16 @@ Layout of the index folder:
 A rebuild writes a new generation beside the serving one and only then replaces CURRENT, so an
 interrupted rebuild leaves the old index serving. Incremental updates follow the change feed:
 every change after the generation's `seq` is applied, then `seq` moves.
+
+Sequence numbers are handed out at insert, not at commit. Writers serialize on PostgreSQL (see
+`storage._record_change`), and catch-up does not rely on it: it re-reads the last FEED_WINDOW
+numbers too and applies any change in them it has not applied (state.json lists those it has),
+and it counts. When the changes applied do not add up to the feed's count (a change older than
+the window, a restored database), the index is rebuilt.
 """
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,8 +38,11 @@ from app.files import write_atomically
 from app.models import Entry, Signature
 from app.rendering import extract_text
 
+logger = logging.getLogger(__name__)
+
 CURRENT_FILE = "CURRENT"
 STATE_FILE = "state.json"
+FEED_WINDOW = 1000  # sequence numbers below the newest that catch-up reads again
 
 # Field boosts: id and title > aliases and signatures > summary > body.
 FIELD_BOOSTS = {
@@ -69,9 +79,26 @@ def build_schema(cjk: str = "bigram") -> Schema:
 @dataclass(frozen=True)
 class IndexState:
     generation: Path
-    seq: int
+    seq: int  # the highest change applied
     built_at: str
     updated_at: str
+    count: int = -1  # how many changes are applied (-1: an index written before counting)
+    recent: tuple[int, ...] = ()  # the applied numbers within FEED_WINDOW of `seq`
+
+    @property
+    def mark(self) -> storage.FeedMark:
+        return storage.FeedMark(self.count, self.seq)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "seq": self.seq,
+                "count": self.count,
+                "recent": list(self.recent),
+                "built_at": self.built_at,
+                "updated_at": self.updated_at,
+            }
+        )
 
 
 def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
@@ -128,19 +155,42 @@ def read_state(index_dir: Path) -> IndexState | None:
         return None
     try:
         data = json.loads((generation / STATE_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        return IndexState(
+            generation,
+            int(data["seq"]),
+            data["built_at"],
+            data["updated_at"],
+            int(data.get("count", -1)),
+            tuple(int(n) for n in data.get("recent", ())),
+        )
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    return IndexState(generation, int(data["seq"]), data["built_at"], data["updated_at"])
 
 
-def _entry_documents(engine: Engine) -> tuple[int, list[dict]]:
+@dataclass(frozen=True)
+class FeedPosition:
+    """Where in the change feed a set of documents stands."""
+
+    count: int
+    seq: int
+    recent: tuple[int, ...]
+
+
+def _feed_position(session: Session) -> FeedPosition:
+    # Documents are read after this: a change committing meanwhile may be in them without being
+    # counted here, and is then applied once more by the next catch-up (harmless).
+    count, recent = storage.newest_change_numbers(session, window=FEED_WINDOW)
+    return FeedPosition(count, max(recent, default=0), tuple(recent))
+
+
+def _entry_documents(engine: Engine) -> tuple[FeedPosition, list[dict]]:
     with Session(engine) as session:
-        seq = storage.current_change_seq(session)
+        position = _feed_position(session)
         signatures: dict[str, list[Signature]] = {}
         for sig in storage.active_signatures(session):
             signatures.setdefault(sig.entry_id, []).append(sig)
         docs = [document_for(e, signatures.get(e.id, [])) for e in storage.list_entries(session)]
-    return seq, docs
+    return position, docs
 
 
 def rebuild_index(
@@ -148,14 +198,14 @@ def rebuild_index(
     index_dir: Path,
     *,
     cjk: str = "bigram",
-    documents: Callable[[Engine], tuple[int, list[dict]]] = _entry_documents,
+    documents: Callable[[Engine], tuple[FeedPosition, list[dict]]] = _entry_documents,
 ) -> IndexState:
     """Build a complete new generation beside the serving one, then swap CURRENT to it."""
     index_dir.mkdir(parents=True, exist_ok=True)
     generation = index_dir / f"gen-{time.time_ns()}-{os.getpid()}"
     generation.mkdir()
     try:
-        seq, docs = documents(engine)
+        position, docs = documents(engine)
         ix = _storage(generation).create_index(build_schema(cjk))
         writer = ix.writer(limitmb=256, procs=1)
         try:
@@ -167,14 +217,20 @@ def rebuild_index(
         writer.commit()
         ix.close()
         stamp = _now()
-        state = {"seq": seq, "built_at": stamp, "updated_at": stamp}
-        _write_atomic(generation / STATE_FILE, json.dumps(state))
+        state = IndexState(generation, position.seq, stamp, stamp, position.count, position.recent)
+        _write_atomic(generation / STATE_FILE, state.to_json())
     except BaseException:
         shutil.rmtree(generation, ignore_errors=True)
         raise
+    serving = current_generation(index_dir)
+    if serving is not None and _generation_stamp(serving.name) > _generation_stamp(generation.name):
+        # Another process started a build after this one and swapped it in first: its copy
+        # read the database later, so it stays; this one is dropped.
+        shutil.rmtree(generation, ignore_errors=True)
+        return read_state(index_dir) or state
     _write_atomic(index_dir / CURRENT_FILE, generation.name + "\n")
     _remove_stale_generations(index_dir, keep=generation.name)
-    return IndexState(generation, seq, stamp, stamp)
+    return state
 
 
 def _generation_stamp(name: str) -> int:
@@ -184,27 +240,45 @@ def _generation_stamp(name: str) -> int:
         return 0
 
 
+ABANDONED_BUILD_S = 600  # a generation without state.json this old is a build that died
+
+
 def _remove_stale_generations(index_dir: Path, keep: str) -> None:
-    """Remove generations older than `keep`; a newer one may be another process's build.
+    """Remove complete generations older than `keep`, and builds abandoned long ago. A build
+    still under way (no state.json yet) may be another process's, and is left alone.
 
     Open readers of an old generation keep working on POSIX: their files stay until closed.
     """
     newest = _generation_stamp(keep)
     for child in index_dir.glob("gen-*"):
-        if child.name != keep and _generation_stamp(child.name) < newest:
+        if child.name == keep or _generation_stamp(child.name) >= newest:
+            continue
+        complete = (child / STATE_FILE).exists()
+        age_s = (time.time_ns() - _generation_stamp(child.name)) / 1e9
+        if complete or age_s > ABANDONED_BUILD_S:
             shutil.rmtree(child, ignore_errors=True)
 
 
 def update_index(engine: Engine, index_dir: Path) -> IndexState:
-    """Apply every change after the index's sequence; rebuild when there is no usable index."""
+    """Apply every change the index has not applied; rebuild when there is no usable index, or
+    when the changes applied do not add up to the feed (see the module's docstring)."""
     state = read_state(index_dir)
-    if state is None:
+    if state is None or state.count < 0:
         return rebuild_index(engine, index_dir)
     with Session(engine) as session:
-        changes = storage.changes_since(session, seq=state.seq)
-        if not changes:
+        mark = storage.feed_mark(session)
+        if mark == state.mark:
             return state
-        new_seq = changes[-1].seq
+        applied = set(state.recent)
+        window, total = storage.changes_and_count(session, seq=max(0, state.seq - FEED_WINDOW))
+        changes = [c for c in window if c.seq > state.seq or c.seq not in applied]
+        if state.count + len(changes) != total:
+            logger.warning(
+                "search index: %d changes applied of %d in the feed; rebuilding",
+                state.count + len(changes),
+                total,
+            )
+            return rebuild_index(engine, index_dir)
         entry_ids = list(dict.fromkeys(change.entry_id for change in changes))
         entries = storage.get_entries(session, entry_ids=entry_ids)
         documents = {
@@ -230,9 +304,15 @@ def update_index(engine: Engine, index_dir: Path) -> IndexState:
         raise
     writer.commit()
     ix.close()
-    stamp = _now()
-    _write_atomic(
-        state.generation / STATE_FILE,
-        json.dumps({"seq": new_seq, "built_at": state.built_at, "updated_at": stamp}),
+    new_seq = max(state.seq, *(c.seq for c in changes))
+    recent = sorted(n for n in applied | {c.seq for c in changes} if n > new_seq - FEED_WINDOW)
+    new_state = IndexState(
+        state.generation,
+        new_seq,
+        state.built_at,
+        _now(),
+        state.count + len(changes),
+        tuple(recent),
     )
-    return IndexState(state.generation, new_seq, state.built_at, stamp)
+    _write_atomic(state.generation / STATE_FILE, new_state.to_json())
+    return new_state

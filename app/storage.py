@@ -4,19 +4,30 @@ Routes, CLI commands and ingest reach the tables only through the small keyword-
 here, so SQL stays in one place and stays portable between SQLite and PostgreSQL.
 """
 
-from collections.abc import Sequence
+import contextlib
+import fcntl
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import Engine, event, func
+from sqlalchemy import Engine, event, func, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, create_engine, delete, select
 
 from app.entries import EntryDocument, content_hash
 from app.matching import SignatureRecord
 from app.matching.likely import EntryText
-from app.models import Change, Entry, Revision, Signature, Snippet, Verification, utcnow
+from app.models import (
+    AppSecret,
+    Change,
+    Entry,
+    Revision,
+    Signature,
+    Snippet,
+    Verification,
+    utcnow,
+)
 from app.rendering import markdown_section
 from app.resources import resource_dir
 from app.settings import Settings
@@ -47,6 +58,52 @@ def create_db_engine(settings: Settings) -> Engine:
     return engine
 
 
+# PostgreSQL advisory lock keys (any two 64-bit numbers no other program on the database uses).
+SETUP_LOCK_KEY = 0x7069746661_01  # migrations, the first ingest, shipped results: one process
+FEED_LOCK_KEY = 0x7069746661_02  # change-feed writers: sequence order is commit order
+
+
+class SetupLockTimeout(Exception):
+    """Another process held the set-up lock for longer than the configured wait."""
+
+
+@contextlib.contextmanager
+def setup_lock(engine: Engine, *, timeout_s: float) -> Iterator[None]:
+    """Held while the schema is migrated and content is ingested, so that N processes starting
+    together on one database do it one at a time: the first does the work, the others find it
+    done. PostgreSQL: a session advisory lock waited for at most `timeout_s` (lock_timeout).
+    SQLite: an exclusive lock on a file beside the database."""
+    url = engine.url
+    if url.get_backend_name() == "postgresql":
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f"SET lock_timeout = {int(timeout_s * 1000)}")
+            try:
+                connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": SETUP_LOCK_KEY})
+            except DBAPIError as exc:
+                connection.invalidate()  # never back to the pool with this session's settings
+                raise SetupLockTimeout(
+                    f"another process has been migrating or ingesting for over {timeout_s:g} s"
+                ) from exc
+            connection.commit()
+            try:
+                yield
+            finally:
+                # The lock belongs to the database session: a pooled connection that kept it
+                # would hold every other process out, so the connection is dropped instead.
+                connection.invalidate()
+        return
+    if not url.database or url.database == ":memory:":
+        yield
+        return
+    lock_path = Path(url.database + ".setup-lock")
+    with lock_path.open("a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
 def alembic_config() -> "Config":
     from alembic.config import Config  # imported when the schema is touched, not on every start
 
@@ -70,6 +127,12 @@ def upgrade_schema(engine: Engine) -> None:
 
 def get_entry(session: Session, entry_id: str) -> Entry | None:
     return session.get(Entry, entry_id)
+
+
+def lock_entry(session: Session, entry_id: str) -> Entry | None:
+    """The entry, read to be written: on PostgreSQL the row stays locked until commit, so a
+    second writer waits and then sees the revision the first made (SQLite has one writer)."""
+    return session.get(Entry, entry_id, with_for_update=True, populate_existing=True)
 
 
 def list_entries(session: Session, *, include_archived: bool = False) -> Sequence[Entry]:
@@ -228,6 +291,46 @@ def current_change_seq(session: Session) -> int:
     return session.exec(select(func.coalesce(func.max(Change.seq), 0))).one()
 
 
+class FeedMark(NamedTuple):
+    """How many changes the feed holds and its highest sequence number: a cache that has applied
+    as many changes as there are, up to the same number, has missed none (sequence numbers have
+    gaps, where a transaction rolled back, so the highest number alone cannot tell)."""
+
+    count: int
+    seq: int
+
+
+def feed_mark(session: Session) -> FeedMark:
+    row = session.exec(select(func.count(), func.coalesce(func.max(Change.seq), 0))).one()
+    return FeedMark(int(row[0]), int(row[1]))
+
+
+def _feed_count():
+    return select(func.count()).select_from(Change).scalar_subquery()
+
+
+def newest_change_numbers(session: Session, *, window: int) -> tuple[int, list[int]]:
+    """The feed's count and the numbers within `window` of its highest, read in one statement
+    (one snapshot: a change committing meanwhile is in both or in neither)."""
+    top = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
+    query = (
+        select(Change.seq, _feed_count())
+        .where(col(Change.seq) > top - window)
+        .order_by(col(Change.seq))
+    )
+    rows = session.exec(query).all()
+    return (int(rows[0][1]) if rows else 0), [int(row[0]) for row in rows]
+
+
+def changes_and_count(session: Session, *, seq: int) -> tuple[list[Change], int]:
+    """The changes after `seq` and the feed's count, read in one statement."""
+    query = select(Change, _feed_count()).where(col(Change.seq) > seq).order_by(col(Change.seq))
+    rows = session.exec(query).all()
+    if not rows:
+        return [], feed_mark(session).count
+    return [row[0] for row in rows], int(rows[0][1])
+
+
 def changes_since(session: Session, *, seq: int) -> Sequence[Change]:
     query = select(Change).where(col(Change.seq) > seq).order_by(col(Change.seq))
     return session.exec(query).all()
@@ -239,6 +342,15 @@ def changes_since(session: Session, *, seq: int) -> Sequence[Change]:
 def _record_change(
     session: Session, *, entry_id: str, action: str, revision: int | None, actor: str
 ) -> None:
+    """The change row is the last write of its transaction. On PostgreSQL, a sequence number is
+    handed out at insert and seen at commit, so two writers could commit in the reverse order of
+    their numbers and a reader that follows `seq > last` would skip the late one: writers take a
+    transaction-level advisory lock first, which makes number order the commit order (SQLite
+    already has one writer at a time). Catch-up also re-reads a window: see search_index."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": FEED_LOCK_KEY})
+        # Delivered at commit, to every replica listening (app.change_feed.FeedFollower).
+        session.execute(text("SELECT pg_notify('pitfalls_changes', :e)"), {"e": entry_id})
     session.add(Change(entry_id=entry_id, action=action, revision=revision, actor=actor))
 
 
@@ -369,6 +481,25 @@ def archive_entry(session: Session, *, entry: Entry, actor: str, source: str) ->
 def delete_entry(session: Session, *, entry: Entry, actor: str) -> None:
     session.delete(entry)  # revisions, signatures and snippets go with it (ON DELETE CASCADE)
     _record_change(session, entry_id=entry.id, action="delete", revision=None, actor=actor)
+
+
+def shared_secret(engine: Engine, *, name: str, candidate: str) -> str:
+    """The secret `name` as every process sees it: `candidate` if none is stored yet (the
+    first process to store one wins; the others read the winner's)."""
+    with Session(engine) as session:
+        stored = session.get(AppSecret, name)
+        if stored is not None:
+            return stored.value
+        session.add(AppSecret(name=name, value=candidate))
+        try:
+            session.commit()
+            return candidate
+        except IntegrityError:
+            session.rollback()
+    with Session(engine) as session:
+        stored = session.get(AppSecret, name)
+        assert stored is not None
+        return stored.value
 
 
 def record_verification(session: Session, *, result: Verification) -> None:

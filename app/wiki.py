@@ -10,6 +10,7 @@ unique (entry, number) constraint on revisions settles two saves that race past 
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from pydantic import BaseModel
 from pygments import highlight
@@ -146,7 +147,8 @@ def check_draft(
 
 
 def _clean_message(message: str) -> str:
-    message = " ".join(message.split())
+    # One line of printable text: no database stores a NUL, and no log wants control characters.
+    message = " ".join("".join(c if c.isprintable() else " " for c in message).split())
     if not message:
         raise SaveRefused("Write a short message saying what you changed.", status=422)
     if len(message) > MAX_MESSAGE_LENGTH:
@@ -154,16 +156,20 @@ def _clean_message(message: str) -> str:
     return message
 
 
+def _conflict(session: Session, entry_id: str, base: int) -> NoReturn:
+    """Another save took the same revision number (or id) between our check and our write."""
+    session.rollback()
+    current = storage.get_entry(session, entry_id)
+    if current is None:
+        raise
+    raise EditConflict(entry_id, base, current.revision) from None
+
+
 def _commit(session: Session, entry_id: str, base: int) -> None:
     try:
         session.commit()
     except IntegrityError:
-        # Another save took the same revision number (or id) between our check and our write.
-        session.rollback()
-        current = storage.get_entry(session, entry_id)
-        if current is None:
-            raise
-        raise EditConflict(entry_id, base, current.revision) from None
+        _conflict(session, entry_id, base)
 
 
 def save_draft(
@@ -181,7 +187,7 @@ def save_draft(
     message = _clean_message(message)
     entry = None
     if entry_id is not None:
-        entry = storage.get_entry(session, entry_id)
+        entry = storage.lock_entry(session, entry_id)
         if entry is None:
             raise NotFound(f"There is no entry {entry_id!r}.")
         if base_revision is not None and base_revision != entry.revision:
@@ -214,6 +220,8 @@ def save_draft(
             "edit that one, or choose another id. Nothing was saved.",
             status=409,
         ) from None
+    except IntegrityError:
+        _conflict(session, doc.front.id, base)
     _commit(session, doc.front.id, base)
     saved = storage.get_entry(session, doc.front.id)
     assert saved is not None
@@ -221,7 +229,7 @@ def save_draft(
 
 
 def archive(session: Session, *, entry_id: str, actor: Principal, source: str) -> Entry:
-    entry = storage.get_entry(session, entry_id)
+    entry = storage.lock_entry(session, entry_id)
     if entry is None:
         raise NotFound(f"There is no entry {entry_id!r}.")
     if not entry.archived:
@@ -234,7 +242,7 @@ def restore(
     session: Session, *, entry_id: str, number: int, actor: Principal, source: str
 ) -> tuple[Entry, str]:
     """Make an older revision the newest one again (a new revision; the history keeps all)."""
-    entry = storage.get_entry(session, entry_id)
+    entry = storage.lock_entry(session, entry_id)
     old = storage.get_revision(session, entry_id=entry_id, number=number)
     if entry is None or old is None:
         raise NotFound(f"Entry {entry_id!r} has no revision {number}.")

@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
+from app import storage
 from app.accounts import CLI, create_token
 from app.ingest import ingest_content
 from app.matching import SignatureMatcher
@@ -35,7 +36,7 @@ CANARY_VARIABLE = "PITFALLS_SANDBOX_CANARY"
 
 # Prints what it could reach, then fails unless it reached everything: an escape makes it pass.
 HOSTILE_SNIPPET = """
-import glob, json, os, socket
+import glob, json, os, socket, sqlite3
 
 DATA, HOME, ANCESTOR, PORT, MARKER = {data!r}, {home!r}, {ancestor}, {port}, {marker!r}
 leaks, blocked = {{}}, []
@@ -66,7 +67,12 @@ def connect():
     return "connected"
 
 
-attempt("secret_key", lambda: open(os.path.join(DATA, "secret_key")).read())
+def session_key():  # kept in the database (table app_secret), read-only as a reader would
+    database = "file:" + os.path.join(DATA, "pitfalls.db") + "?mode=ro"
+    return sqlite3.connect(database, uri=True).execute("SELECT value FROM app_secret").fetchone()[0]
+
+
+attempt("secret_key", session_key)
 attempt("database", lambda: open(os.path.join(DATA, "pitfalls.db"), "rb").read(15))
 attempt("data_dir", lambda: os.listdir(DATA))
 attempt("getppid_environ", lambda: canaries([f"/proc/{{os.getppid()}}/environ"]))
@@ -218,7 +224,9 @@ def test_a_hostile_wiki_snippet_reaches_nothing(
     _store_through_the_api(
         settings, entry_text("helpful-demo", kind="howto", signatures="", body=body)
     )
-    secret_key = (settings.data_dir / "secret_key").read_text(encoding="utf-8").strip()
+    engine = create_db_engine(settings)
+    secret_key = storage.shared_secret(engine, name="session", candidate="unused")
+    engine.dispose()
     canary = f"canary-{secrets.token_hex(12)}"
     secrets_to_keep = [secret_key, canary, marker_content, "SQLite format", marker_name]
 

@@ -20,8 +20,10 @@ from typing import Annotated
 from urllib.parse import parse_qs, quote
 
 from fastapi import Depends, HTTPException, Request
+from sqlalchemy import Engine
 from sqlmodel import Session
 
+from app import storage
 from app.accounts import (
     ANONYMOUS,
     Principal,
@@ -31,7 +33,6 @@ from app.accounts import (
     token_principal,
     user_principal,
 )
-from app.files import read_or_create
 from app.models import User
 from app.settings import Settings
 from app.web.limits import read_write_body
@@ -45,11 +46,19 @@ class LoginRequired(Exception):
     """The caller is anonymous and must log in (pages) or present a token (API)."""
 
 
-def session_secret(settings: Settings) -> str:
+def session_secret(settings: Settings, engine: Engine) -> str:
+    """PITFALLS_SECRET_KEY, else the key stored in the database (shared by every replica): the
+    data dir's old key file when there is one (nobody is logged out by an upgrade), else new."""
     if settings.secret_key:
         return settings.secret_key
-    fresh = secrets.token_urlsafe(48).encode()
-    return read_or_create(settings.data_dir / "secret_key", fresh).decode().strip()
+    legacy = settings.data_dir / "secret_key"
+    try:
+        candidate = legacy.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        candidate = ""
+    if len(candidate) < 32:
+        candidate = secrets.token_urlsafe(48)
+    return storage.shared_secret(engine, name="session", candidate=candidate)
 
 
 def bearer_token(request: Request) -> str | None:
@@ -208,8 +217,10 @@ def read_access(request: Request) -> None:
 
 
 def login_url(request: Request) -> str:
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return f"/login?next={quote(target, safe='')}"
+    """The login page, to come back to this page after (`next` is relative to the app)."""
+    from app.web.paths import app_path, site_path
+
+    return site_path(request, f"/login?next={quote(app_path(request), safe='')}")
 
 
 SignedIn = Annotated[Principal, Depends(require("reader", people_only=True))]

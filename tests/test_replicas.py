@@ -1,0 +1,233 @@
+"""Two `pitfalls serve` replicas on one real PostgreSQL server, each with a data dir of its own.
+
+Started at the same moment on an empty database (the migrations and the first ingest race), a
+write on one is searchable and matchable on the other within a second, concurrent edits with one
+If-Match make exactly one revision, login throttling counts across both, and a replica killed with
+SIGKILL during a write burst loses nothing and catches up when it comes back.
+"""
+
+import http.cookiejar
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.conftest import entry_text, get, pitfalls_command, running_servers, write_token
+
+pytestmark = pytest.mark.e2e
+
+
+def _call(method: str, url: str, body: dict | None = None, headers: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), dict(error.headers)
+
+
+def _entry(entry_id: str, word: str) -> str:
+    return entry_text(
+        entry_id,
+        title=f"A {word} pitfall",
+        signatures=(
+            "signatures:\n"
+            "  - exception: RuntimeError\n"
+            f"    message: '{word} exploded at step (?P<n>\\d+)'\n"
+            f"    example: 'RuntimeError: {word} exploded at step 7'\n"
+        ),
+    )
+
+
+def _wait_until(predicate, timeout: float) -> float | None:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(0.02)
+    return None
+
+
+def _found(base: str, word: str, entry_id: str) -> bool:
+    status, body = get(f"{base}/api/v1/search?q={word}")
+    return status == 200 and any(h["id"] == entry_id for h in json.loads(body)["hits"])
+
+
+def _matched(base: str, word: str, entry_id: str) -> bool:
+    status, body, _ = _call(
+        "POST", f"{base}/api/v1/match", {"text": f"RuntimeError: {word} exploded at step 3"}
+    )
+    return status == 200 and [m["id"] for m in json.loads(body)["matches"]][:1] == [entry_id]
+
+
+class Browser:
+    """A cookie jar and the CSRF token of the login form, against one replica."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
+            _NoRedirect(),
+        )
+
+    def login(self, name: str, password: str) -> int:
+        page = self.opener.open(self.base + "/login", timeout=30).read().decode()
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+        form = urllib.parse.urlencode(
+            {"name": name, "password": password, "csrf_token": token}
+        ).encode()
+        try:
+            return self.opener.open(self.base + "/login", data=form, timeout=30).status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+@pytest.fixture
+def replicas(tmp_path, postgres_server):
+    with postgres_server.database() as url:
+        # No PITFALLS_SECRET_KEY: the replicas share no data dir, so the session key they
+        # agree on is the one stored in the database.
+        settings = {"PITFALLS_DATABASE_URL": url}
+        folders = [tmp_path / "replica-a", tmp_path / "replica-b"]
+        with running_servers(folders, settings=settings) as servers:
+            yield servers, settings, url
+
+
+def test_two_replicas_started_together_ingest_once_and_stay_consistent(replicas):
+    (a, b), settings, _ = replicas
+    for served in (a, b):  # both prepared the same database, one of them ingested it
+        health = json.loads(get(served.base + "/api/v1/health")[1])
+        assert health["status"] == "ok" and health["index"]["behind"] == 0
+    entries = len(list(a.folder.glob("content/*.md")))
+    status, body = get(a.base + "/api/v1/entries/cuda-oom-ctrl-c/revisions")
+    assert status == 200 and len(json.loads(body)) == 1, "an entry was ingested twice"
+    logs = a.log_path.read_text() + b.log_path.read_text()
+    assert f"{entries} new" in logs and "0 new" in logs, logs[-2000:]
+
+    token = {"Authorization": f"Bearer {write_token(a.folder, settings)}"}
+    # A write on A is searchable and matchable on B within a second.
+    delays = []
+    for n in range(3):
+        word = f"zanzibar{n}quux"
+        entry_id = f"replicated-{n}"
+        status, body, _ = _call(
+            "POST",
+            f"{a.base}/api/v1/entries",
+            {"markdown": _entry(entry_id, word), "message": "new"},
+            token,
+        )
+        assert status == 201, body
+        found = _wait_until(lambda w=word, e=entry_id: _found(b.base, w, e), 5)
+        matched = _wait_until(lambda w=word, e=entry_id: _matched(b.base, w, e), 5)
+        assert found is not None and matched is not None
+        delays.append(max(found, matched))
+    assert max(delays) < 1.0, f"seconds from a write on A to search and match on B: {delays}"
+
+    # 20 concurrent edits with the same If-Match over both replicas: exactly one wins.
+    status, _, headers = _call("GET", f"{a.base}/api/v1/entries/replicated-0", headers=token)
+    etag = headers["etag"]
+    markdown = _entry("replicated-0", "zanzibar0quux").replace("One sentence", "Edited sentence")
+
+    def put(n: int):
+        base = (a, b)[n % 2].base
+        return _call(
+            "PUT",
+            f"{base}/api/v1/entries/replicated-0",
+            {"markdown": markdown, "message": f"edit {n}"},
+            {**token, "If-Match": etag},
+        )[0]
+
+    with ThreadPoolExecutor(20) as pool:
+        statuses = sorted(pool.map(put, range(20)))
+    assert statuses == [200] + [412] * 19, statuses
+    for served in (a, b):
+        revisions = json.loads(get(f"{served.base}/api/v1/entries/replicated-0/revisions")[1])
+        assert sorted(r["number"] for r in revisions) == [1, 2]
+
+    # Login throttling is counted in the database: guesses spread over both replicas add up.
+    subprocess.run(
+        [pitfalls_command(), "user", "add", "bob", "--role", "editor", "--password-stdin"],
+        input="a long enough password\n",
+        cwd=a.folder,
+        env=a.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    browser = Browser(a.base)
+    assert browser.login("bob", "a long enough password") == 303
+    me = json.loads(browser.opener.open(b.base + "/api/v1/me", timeout=30).read())
+    assert me["authenticated"] and "bob" in me["name"], (
+        "a login on one replica is unknown to the other"
+    )
+    guesses = [Browser(served.base).login("bob", "wrong guess") for served in (a, b) * 3]
+    assert guesses[:5] == [401] * 5 and guesses[5] == 429, guesses
+    assert Browser(a.base).login("bob", "a long enough password") == 429  # same address
+
+
+def test_a_replica_killed_during_a_write_burst_loses_nothing(replicas):
+    (a, b), settings, _ = replicas
+    token = {"Authorization": f"Bearer {write_token(a.folder, settings)}"}
+    accepted: list[str] = []
+    failed_on_b: list[int] = []
+    stop = threading.Event()
+
+    def writer(served, prefix: str) -> None:
+        n = 0
+        while not stop.is_set():
+            entry_id = f"burst-{prefix}-{n}"
+            try:
+                status, _, _ = _call(
+                    "POST",
+                    f"{served.base}/api/v1/entries",
+                    {"markdown": _entry(entry_id, f"burstword{prefix}{n}"), "message": "burst"},
+                    token,
+                )
+            except OSError:
+                status = 0
+            if status == 201:
+                accepted.append(entry_id)
+            elif served is b:
+                failed_on_b.append(status)
+            n += 1
+
+    threads = [threading.Thread(target=writer, args=(s, p)) for s, p in ((a, "a"), (b, "b"))]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.5)
+    a.process.send_signal(signal.SIGKILL)
+    a.process.wait()
+    health_during = [get(b.base + "/api/v1/health")[0] for _ in range(5)]
+    time.sleep(1.5)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert health_during == [200] * 5 and not failed_on_b, (health_during, failed_on_b)
+    assert any(e.startswith("burst-a-") for e in accepted)
+    assert any(e.startswith("burst-b-") for e in accepted)
+    for entry_id in accepted:  # every write that was answered 201 is there
+        assert get(f"{b.base}/api/v1/entries/{entry_id}")[0] == 200, entry_id
+
+    a.start()  # the same data dir: its index is behind and must catch up
+    a.wait_ready()
+    last = accepted[-1]
+    _, prefix, n = last.split("-")
+    assert _wait_until(lambda: _found(a.base, f"burstword{prefix}{n}", last), 5) is not None
+    assert json.loads(get(a.base + "/api/v1/health")[1])["index"]["behind"] == 0
