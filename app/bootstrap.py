@@ -4,11 +4,14 @@
 needs no set-up command of its own.
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from app import storage
@@ -38,16 +41,57 @@ def prepare_data(
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> PrepareReport:
-    """Upgrade the schema, sync content/ as asked, and bring the index up to the database."""
-    storage.upgrade_schema(engine)
+    """Upgrade the schema, sync content/ as asked, and bring the index up to the database.
+
+    The writes happen under the set-up lock: N processes started together on one database
+    migrate and ingest one at a time, and the ones after the first find nothing left to do.
+    The index is each process's own and is brought up to date outside the lock."""
     report = None
-    if ingest == "always" or (ingest == "if-empty" and database_is_empty(engine)):
-        assert settings.content_dir is not None
-        report = ingest_content(
-            engine, settings.content_dir, prune=prune, force=force, on_progress=on_progress
-        )
-    if settings.content_dir is not None:
-        # Results shipped next to the entries, for snippets whose code is still the same.
-        load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
+    with storage.setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+        storage.upgrade_schema(engine)
+        if ingest == "always" or (ingest == "if-empty" and database_is_empty(engine)):
+            assert settings.content_dir is not None
+            report = ingest_content(
+                engine, settings.content_dir, prune=prune, force=force, on_progress=on_progress
+            )
+        if settings.content_dir is not None:
+            # Results shipped next to the entries, for snippets whose code is still the same.
+            load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
     assert settings.index_dir is not None
     return PrepareReport(ingest=report, index=update_index(engine, settings.index_dir))
+
+
+def startup_problem(exc: BaseException, settings: Settings) -> str | None:
+    """The one sentence that tells an operator what to do about a failed start, or None when
+    `exc` is not one of the failures a start can meet (a bug: the traceback is then wanted)."""
+    uid = os.getuid()
+    if isinstance(exc, storage.SetupLockTimeout):
+        return (
+            f"{exc}; if no other process is starting, look for one that hangs, or raise "
+            "PITFALLS_SETUP_LOCK_TIMEOUT_S"
+        )
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.startswith("psycopg"):
+        return (
+            "PITFALLS_DATABASE_URL names PostgreSQL, but its driver is not installed: "
+            'pip install "pitfalls[postgres]"'
+        )
+    if isinstance(exc, PermissionError):
+        where = exc.filename or settings.data_dir
+        return (
+            f"cannot write {where} as uid {uid}: give the data dir to this user "
+            f"(chown -R {uid} {settings.data_dir}) or set PITFALLS_DATA_DIR to a folder it can "
+            "write"
+        )
+    if isinstance(exc, OperationalError):
+        detail = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        if settings.is_sqlite:
+            return (
+                f"cannot open the SQLite database in {settings.data_dir} as uid {uid} "
+                f"({detail}): make the data dir writable by this user or set PITFALLS_DATA_DIR"
+            )
+        url = make_url(settings.database_url).render_as_string(hide_password=True)
+        return (
+            f"cannot reach the database {url} ({detail}): is the server running and reachable "
+            "from here, and are PITFALLS_DATABASE_URL's user, password and database right?"
+        )
+    return None

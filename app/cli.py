@@ -98,6 +98,56 @@ def ingest(prune: bool, force: bool) -> None:
 
 
 @cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def backup(file: Path) -> None:
+    """Save every table (entries, revisions, users, tokens, sessions, audit log, verification
+    results) to FILE as one consistent snapshot, while the server keeps serving. The file is
+    gzip JSON lines and restores into SQLite or PostgreSQL alike."""
+    from app.backup import backup as save
+    from app.storage import create_db_engine, setup_lock, upgrade_schema
+
+    settings = _settings()
+    engine = create_db_engine(settings)
+    with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+        upgrade_schema(engine)
+    started = time.perf_counter()
+    counts = save(engine, file)
+    engine.dispose()
+    rows = sum(counts.values())
+    click.echo(
+        f"backed up {rows} rows of {len(counts)} tables to {file} "
+        f"in {time.perf_counter() - started:.2f} s"
+    )
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def restore(file: Path) -> None:
+    """Load a backup FILE into an empty database (a new data dir, or a new PostgreSQL
+    database), then build the search index. A database that holds anything is refused."""
+    from app.backup import BackupError
+    from app.backup import restore as load
+    from app.search_index import rebuild_index
+    from app.storage import create_db_engine, setup_lock, upgrade_schema
+
+    settings = _settings()
+    engine = create_db_engine(settings)
+    try:
+        with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+            upgrade_schema(engine)
+            counts = load(engine, file)
+        state = rebuild_index(engine, settings.index_dir)
+    except BackupError as exc:
+        raise CannotRun(str(exc)) from None
+    finally:
+        engine.dispose()
+    click.echo(
+        f"restored {sum(counts.values())} rows of {len(counts)} tables; "
+        f"index built at change {state.seq}"
+    )
+
+
+@cli.command()
 def reindex() -> None:
     """Rebuild the search index from the database (atomically: the old one serves until done)."""
     from app.search_index import rebuild_index
@@ -566,11 +616,20 @@ def token_revoke(token_id: int) -> None:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--reload", is_flag=True, help="Restart when the code changes (development).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-def serve(host: str, port: int, reload: bool, workers: int) -> None:
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    help="Proxy addresses whose X-Forwarded-Proto/-For are trusted, comma-separated, or * "
+    "[default: PITFALLS_FORWARDED_ALLOW_IPS, else 127.0.0.1].",
+)
+def serve(
+    host: str, port: int, reload: bool, workers: int, forwarded_allow_ips: str | None
+) -> None:
     """Prepare the data dir (schema, content, index) and serve the web app and API."""
     import uvicorn
 
     from app.bootstrap import prepare_data
+    from app.logs import log_config
     from app.storage import create_db_engine
 
     settings = _settings()
@@ -580,7 +639,7 @@ def serve(host: str, port: int, reload: bool, workers: int) -> None:
     for problem in report.ingest.problems:
         click.echo(str(problem), err=True)
     click.echo(report.ingest.summary_line(), err=True)
-    click.echo(f"serving on http://{host}:{port}", err=True)
+    click.echo(f"serving on http://{host}:{port}{settings.root_path}/", err=True)
     uvicorn.run(
         "app.web:create_app",
         factory=True,
@@ -588,8 +647,26 @@ def serve(host: str, port: int, reload: bool, workers: int) -> None:
         port=port,
         reload=reload,
         workers=None if reload else workers,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
+        log_config=log_config(settings),
+        access_log=False,  # the app logs each request itself, with its request id
     )
 
 
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except Exception as exc:
+        # A start that failed for a reason the operator can fix is one sentence and exit 2.
+        from app.bootstrap import startup_problem
+
+        try:
+            settings = load_settings()
+        except SettingsError:
+            raise exc from None
+        problem = startup_problem(exc, settings)
+        if problem is None:
+            raise
+        click.echo(f"pitfalls: cannot start: {problem}", err=True)
+        sys.exit(2)

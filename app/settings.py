@@ -44,6 +44,13 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a SQLite writer waits for a lock before failing.",
     )
+    setup_lock_timeout_s: float = Field(
+        300,
+        gt=0,
+        le=86400,
+        description="How long a starting process waits for another one that is migrating the "
+        "schema or ingesting content on the same database.",
+    )
     index_check_interval_ms: int = Field(
         1000,
         ge=0,
@@ -66,6 +73,22 @@ class Settings(BaseSettings):
         description="Most time one search may take; past it the answer is 503.",
     )
 
+    root_path: str = Field(
+        "",
+        description="The path the app is served under behind a proxy (e.g. /kb), or empty.",
+    )
+    public_url: str = Field(
+        "",
+        description="The address people reach the site at (https://kb.example.org/kb): the "
+        "Atom feed and OpenSearch ids are built from it; empty means the request's own.",
+    )
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1",
+        description="Addresses whose X-Forwarded-For/-Proto headers are trusted (a reverse "
+        "proxy's), comma-separated, or * for any.",
+    )
+    log_level: str = Field("info", description="debug, info, warning or error.")
+    log_format: str = Field("text", description="text, or json for one JSON object per line.")
     public_read: bool = Field(
         True,
         description="Anyone may read and search; when false, reading needs a login or a token.",
@@ -86,6 +109,36 @@ class Settings(BaseSettings):
         if value and len(value) < 32:
             raise ValueError("the secret key must have at least 32 characters (or be empty)")
         return value
+
+    @field_validator("root_path")
+    @classmethod
+    def _root_path(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (not value.startswith("/") or "//" in value or " " in value):
+            raise ValueError(f"{value!r} must be a path such as /kb (or empty)")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError(f"{value!r} must start with https:// (or http://)")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.lower() not in ("debug", "info", "warning", "error"):
+            raise ValueError("use debug, info, warning or error")
+        return value.lower()
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, value: str) -> str:
+        if value.lower() not in ("text", "json"):
+            raise ValueError("use text or json")
+        return value.lower()
 
     @field_validator("database_url")
     @classmethod
