@@ -1,6 +1,8 @@
 // The little JavaScript Pitfalls has; every page also works without it.
 (() => {
   "use strict";
+  // The path the site is served under ("" or a proxy's sub-path such as "/kb").
+  const ROOT = document.body.dataset.root || "";
 
   // "/" focuses the search box, as on most sites with one.
   document.addEventListener("keydown", (event) => {
@@ -67,13 +69,13 @@
       const text = box.value.trim();
       if (!text) { hide(); return; }
       const ticket = ++latest;
-      const response = await fetch(`/api/v1/search?limit=8&q=${encodeURIComponent(text)}`);
+      const response = await fetch(`${ROOT}/api/v1/search?limit=8&q=${encodeURIComponent(text)}`);
       if (!response.ok || ticket !== latest) return;
       const data = await response.json();
       const items = data.hits.map((hit) => {
         const item = document.createElement("li");
         const link = document.createElement("a");
-        link.href = hit.url;
+        link.href = ROOT + hit.url;
         link.textContent = hit.title;
         const kind = document.createElement("span");
         kind.className = "kind";
@@ -84,9 +86,9 @@
       const all = document.createElement("li");
       all.className = "all";
       const more = document.createElement("a");
-      more.href = `/search?q=${encodeURIComponent(text)}`;
+      more.href = `${ROOT}/search?q=${encodeURIComponent(text)}`;
       more.textContent = data.total ? `All ${data.total} results` : "No results: paste the traceback instead";
-      if (!data.total) more.href = "/match";
+      if (!data.total) more.href = `${ROOT}/match`;
       all.append(more);
       list.replaceChildren(...items, all);
       list.hidden = false;
@@ -150,7 +152,7 @@
       for (const h of result.hits) {
         const item = document.createElement("li");
         const who = h.draft ? text("strong", "this draft") : text("a", h.entry_id);
-        if (!h.draft) who.href = `/entries/${h.entry_id}`;
+        if (!h.draft) who.href = `${ROOT}/entries/${h.entry_id}`;
         const pct = Math.round(h.confidence * 100);
         item.append(who, ` ${pct}%${h.known ? "" : " (below the threshold)"}: signatures[${h.signature}] matched `,
           text("code", h.matched_text), ` in the ${h.matched_in} error`);
@@ -161,7 +163,7 @@
 
     const check = async () => {
       const ticket = ++latest;
-      const response = await fetch("/api/v1/drafts/check", {
+      const response = await fetch(`${ROOT}/api/v1/drafts/check`, {
         method: "POST",
         headers: { "Content-Type": "application/json", "X-CSRF-Token": editor.dataset.csrf },
         body: JSON.stringify({

@@ -303,3 +303,51 @@ def _edit_flow(page) -> None:
     assert answer.inner_text().startswith("Known pitfall: ValueError: shard index")
     assert page.locator("#start-entry").count() == 0
     page.screenshot(path=str(ARTIFACTS / "wiki-5-paste-again.png"))
+
+
+# ---- behind a proxy, under a sub-path ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sub_path_server(tmp_path_factory):
+    """A server told it lives under /kb, as behind a reverse proxy that passes paths unchanged."""
+    with running_server(
+        tmp_path_factory.mktemp("kb"), settings={"PITFALLS_ROOT_PATH": "/kb"}
+    ) as started:
+        yield started
+
+
+def test_under_a_sub_path_pages_assets_search_and_login_work(browser, sub_path_server):
+    base, _ = sub_path_server
+    with page_opener(browser, base) as open_at:
+        page = open_at("/kb/")
+        # The stylesheet loaded: its rules apply (a failed request would also fail the test).
+        assert page.evaluate("getComputedStyle(document.body).margin") != "8px"
+        page.fill("#q", "batches track")
+        page.locator("#live-results li a").first.wait_for()  # app.js asked /kb/api/v1/search
+        page.press("#q", "Enter")
+        page.wait_for_url("**/kb/search?q=*")
+        page.locator(".hits a").first.click()
+        page.wait_for_url("**/kb/entries/**")
+        page.goto(base + "/kb/tokens")  # needs a login: the redirect stays under /kb
+        page.wait_for_url("**/kb/login?next=%2Ftokens")
+        assert page.locator("form.stack").get_attribute("action") == "/kb/login"
+        page.goto(base + "/kb/docs")  # Swagger UI from local files, under the same CSP
+        page.locator(".swagger-ui .opblock").first.wait_for()
+
+
+def test_behind_an_https_proxy_no_asset_url_names_the_backend(sub_path_server):
+    base, _ = sub_path_server
+    import urllib.request
+
+    request = urllib.request.Request(
+        base + "/kb/", headers={"X-Forwarded-Proto": "https", "Host": "kb.example.org"}
+    )
+    html = urllib.request.urlopen(request, timeout=10).read().decode()
+    assert 'href="/kb/static/style.css"' in html and "http://" not in html.split("<body")[0]
+    request = urllib.request.Request(
+        base + "/kb/opensearch.xml",
+        headers={"X-Forwarded-Proto": "https", "Host": "kb.example.org"},
+    )
+    xml = urllib.request.urlopen(request, timeout=10).read().decode()
+    assert 'template="https://kb.example.org/kb/search?q={searchTerms}"' in xml

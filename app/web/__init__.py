@@ -11,19 +11,22 @@ from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.middleware.sessions import SessionMiddleware
+from swagger_ui.utils import SWAGGER_UI_PY_ROOT
 
 from app import __version__
 from app.answers import MatcherCache
 from app.bootstrap import prepare_data
+from app.change_feed import FeedFollower
 from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
-from app.storage import create_db_engine
-from app.web import account_pages, api, match, pages, wiki_pages
+from app.storage import create_db_engine, setup_lock, upgrade_schema
+from app.web import account_pages, api, match, ops, pages, wiki_pages
 from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 from app.web.headers import add_security_headers
+from app.web.observe import Observe
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -34,9 +37,15 @@ def _atom_date(moment: datetime | None) -> str:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
 
+    # The schema first (under the set-up lock): the session key may live in the database.
+    engine = create_db_engine(settings)
+    with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+        upgrade_schema(engine)
+    secret = session_secret(settings, engine)
+    engine.dispose()  # no connection stays open until the app starts
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        engine = create_db_engine(settings)
         # `pitfalls serve` has already prepared the data; this covers `uvicorn --factory` use.
         prepare_data(settings, engine, ingest="if-empty")
         app.state.engine = engine
@@ -58,9 +67,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.matchers.current()
         with contextlib.suppress(IndexUnavailable):
             app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+
+        def follow_feed() -> None:
+            app.state.search.expire()
+            app.state.search.catch_up()
+            app.state.matchers.expire()
+            app.state.matchers.current()
+
+        follower = FeedFollower(engine, settings.index_check_interval_ms, follow_feed)
+        follower.start()
+        app.state.feed_follower = follower
         try:
             yield
         finally:
+            follower.stop()
             app.state.search.close()
             engine.dispose()
 
@@ -69,12 +89,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="A searchable knowledge base of PyTorch pitfalls.",
         lifespan=lifespan,
+        docs_url=None,  # served by app.web.ops from local files, not a CDN
+        redoc_url=None,
+        root_path=settings.root_path,
     )
     app.state.settings = settings
-    templates = Jinja2Templates(directory=str(resource_dir("templates")))
+    templates = Jinja2Templates(
+        directory=str(resource_dir("templates")), context_processors=[_root_context]
+    )
     templates.env.globals.update(principal=page_principal, csrf_token=csrf_token)
     templates.env.filters["atom_date"] = _atom_date
     app.state.templates = templates
+    app.mount(
+        "/static/swagger-ui",
+        StaticFiles(directory=str(SWAGGER_UI_PY_ROOT / "static")),
+        name="swagger-ui",
+    )
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
     app.include_router(api.open_router)
     app.include_router(api.router)
@@ -83,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(account_pages.router)
     app.include_router(wiki_pages.router)
     app.include_router(pages.router)
+    app.include_router(ops.router)
     install_error_handlers(app)
 
     @app.middleware("http")
@@ -94,10 +125,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # always, SameSite=Lax so that other sites' forms do not carry it.
     app.add_middleware(
         SessionMiddleware,
-        secret_key=session_secret(settings),
+        secret_key=secret,
         session_cookie=SESSION_COOKIE,
         max_age=settings.session_days * 86400,
         same_site="lax",
         https_only=settings.secure_cookies,
+        path=settings.root_path or "/",
     )
+    app.add_middleware(Observe)  # outermost: the request id is set before anything logs
     return app
+
+
+def _root_context(request: Request) -> dict:
+    """`root`: the path the app is served under ("" at the top of a host, "/kb" under a proxy's
+    sub-path), prefixed to every link, form and asset so that pages work under a sub-path and,
+    being relative to the host, behind an HTTPS proxy."""
+    return {"root": request.scope.get("root_path", "").rstrip("/")}

@@ -1,7 +1,7 @@
 """Logging in and out, API tokens, and the admin's page of users and the audit log."""
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.accounts import (
@@ -23,6 +23,7 @@ from app.models import ROLES
 from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
 from app.web.deps import SessionDep
 from app.web.pages import render
+from app.web.paths import see_other
 
 router = APIRouter(include_in_schema=False)
 
@@ -75,14 +76,14 @@ async def login(request: Request):
             response.headers["Retry-After"] = str(retry_after)
         return response
     await run_in_threadpool(log_in, request, user)
-    return RedirectResponse(target, status_code=303)
+    return see_other(request, target)
 
 
 @router.post("/logout")
 async def logout(request: Request):
     await check_csrf(request)
     await run_in_threadpool(log_out, request)
-    return RedirectResponse("/", status_code=303)
+    return see_other(request, "/")
 
 
 # ---- tokens: everyone signed in manages their own; an admin sees and revokes all -------------
@@ -120,13 +121,14 @@ async def tokens_create(request: Request, session: SessionDep, principal: Signed
 
 @router.post("/tokens/{token_id}/revoke")
 async def tokens_revoke(
+    request: Request,
     token_id: int,
     session: SessionDep,
     principal: SignedIn,
 ):
     revoke_token(session, token_id=token_id, actor=principal)
     session.commit()
-    return RedirectResponse("/tokens", status_code=303)
+    return see_other(request, "/tokens")
 
 
 # ---- users and the audit log: admins only ----------------------------------------------------
@@ -162,7 +164,7 @@ async def admin_add_user(request: Request, session: SessionDep, principal: Admin
     except AccountError as exc:
         return _admin_page(request, session, str(exc))
     session.commit()
-    return RedirectResponse("/admin", status_code=303)
+    return see_other(request, "/admin")
 
 
 @router.post("/admin/users/{name}/role", response_class=HTMLResponse)
@@ -178,4 +180,4 @@ async def admin_set_role(
     except AccountError as exc:
         return _admin_page(request, session, str(exc))
     session.commit()
-    return RedirectResponse("/admin", status_code=303)
+    return see_other(request, "/admin")

@@ -23,6 +23,7 @@ from app.search_index import read_state
 from app.web.auth import Editor, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.limits import read_write_body
+from app.web.paths import site_path
 from app.wiki import (
     ChangeOut,
     EditConflict,
@@ -104,7 +105,7 @@ open_router = APIRouter(prefix="/api/v1", tags=["api"])
 def health_data(session: Session, settings, search: SearchService | None = None) -> dict:
     state = read_state(settings.index_dir)
     damaged = search.damaged if search is not None else None
-    seq = storage.current_change_seq(session)
+    mark = storage.feed_mark(session)
     index = None
     if state is not None:
         built = datetime.fromisoformat(state.updated_at)
@@ -113,14 +114,15 @@ def health_data(session: Session, settings, search: SearchService | None = None)
             "built_at": utc_iso(datetime.fromisoformat(state.built_at)),
             "updated_at": utc_iso(built),
             "age_seconds": round((datetime.now(UTC) - built).total_seconds(), 1),
-            "behind": max(0, seq - state.seq),
+            # changes in the feed this process's index has not applied yet
+            "behind": max(0, mark.count - state.count) if state.count >= 0 else mark.count,
             "healthy": damaged is None,
             "problem": damaged,
         }
     return {
         "status": "ok" if index is not None and damaged is None else "degraded",
         "entries": storage.count_entries(session),
-        "change_seq": seq,
+        "change_seq": mark.seq,
         "index": index,
     }
 
@@ -364,7 +366,7 @@ async def create_entry(
         actor=principal,
         source="api",
     )
-    response.headers["Location"] = f"/api/v1/entries/{entry.id}"
+    response.headers["Location"] = site_path(request, f"/api/v1/entries/{entry.id}")
     return _details(session, response, entry.id)
 
 

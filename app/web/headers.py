@@ -11,9 +11,8 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def add_security_headers(response: Response, path: str) -> Response:
-    if not path.startswith(("/docs", "/redoc")):  # FastAPI's docs pages load their own UI
-        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+def add_security_headers(response: Response, path: str = "") -> Response:
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")

@@ -10,6 +10,7 @@ from app.entry_details import get_entry_details
 from app.tracebacks import parse_traceback
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
+from app.web.paths import public_base, site_path
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
 
@@ -25,7 +26,8 @@ def render(
         request, template, {**context, "alternate": alternate}, status_code=status_code
     )
     if alternate:
-        response.headers["Link"] = f'<{alternate}>; rel="alternate"; type="application/json"'
+        link = site_path(request, alternate)
+        response.headers["Link"] = f'<{link}>; rel="alternate"; type="application/json"'
     return response
 
 
@@ -64,7 +66,7 @@ def snippet_download(entry_id: str, position: int, session: SessionDep) -> Plain
 
 @router.get("/opensearch.xml")
 def opensearch(request: Request) -> Response:
-    base = str(request.base_url).rstrip("/")
+    base = public_base(request)
     body = request.app.state.templates.get_template("opensearch.xml").render(base=base)
     return Response(body, media_type="application/opensearchdescription+xml")
 

@@ -6,7 +6,7 @@ renders the editor again with the text as typed: nothing a person wrote is ever 
 """
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -17,6 +17,7 @@ from app.web.api import draft_out
 from app.web.auth import Editor, form_fields, read_access
 from app.web.deps import SessionDep
 from app.web.pages import render
+from app.web.paths import public_base, see_other
 from app.wiki import (
     EditConflict,
     SaveRefused,
@@ -137,7 +138,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
             refused=exc,
             status_code=exc.status,
         )
-    return RedirectResponse(f"/entries/{entry.id}", status_code=303)
+    return see_other(request, f"/entries/{entry.id}")
 
 
 @router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
@@ -182,7 +183,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             conflict=_conflict(session, exc, markdown),
             status_code=409,
         )
-    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+    return see_other(request, f"/entries/{entry_id}")
 
 
 def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
@@ -200,9 +201,9 @@ def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
 
 
 @router.post("/entries/{entry_id}/archive")
-async def archive_entry(entry_id: str, session: SessionDep, principal: Editor):
+async def archive_entry(request: Request, entry_id: str, session: SessionDep, principal: Editor):
     await run_in_threadpool(archive, session, entry_id=entry_id, actor=principal, source="web")
-    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+    return see_other(request, f"/entries/{entry_id}")
 
 
 @router.post("/entries/{entry_id}/revisions/{number}/restore", response_class=HTMLResponse)
@@ -227,7 +228,7 @@ async def restore_revision(
             refused=exc,
             status_code=exc.status,
         )
-    return RedirectResponse(f"/entries/{entry_id}", status_code=303)
+    return see_other(request, f"/entries/{entry_id}")
 
 
 # ---- reading the history ---------------------------------------------------------------------
@@ -288,7 +289,7 @@ def changes_page(request: Request, session: SessionDep, before: int | None = Que
 @router.get("/changes.atom")
 def changes_feed(request: Request, session: SessionDep) -> Response:
     changes = recent_changes(session, limit=50)
-    base = str(request.base_url).rstrip("/")
+    base = public_base(request)
     body = request.app.state.templates.get_template("changes.atom").render(
         changes=changes, base=base
     )
