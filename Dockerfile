@@ -18,8 +18,8 @@ COPY templates ./templates
 COPY static ./static
 COPY content ./content
 COPY migrations ./migrations
-# The same install step as CI's, without the test extra.
-RUN pip install --no-cache-dir .
+# The same install step as CI's, without the test extra; with the PostgreSQL driver.
+RUN pip install --no-cache-dir "./[postgres]"
 
 USER 10001:10001
 VOLUME ["/data"]
