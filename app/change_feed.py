@@ -37,7 +37,11 @@ class ChangeWatcher:
             self._checked_at = now
         with Session(self.engine) as session:
             mark = storage.feed_mark(session)
-        self.last = mark
+        with self._lock:
+            # Reads run concurrently (a request and the feed follower): an older read finishing
+            # last must not put back an older mark. The feed only grows, so newer is larger.
+            if self.last is None or (mark.seq, mark.count) >= (self.last.seq, self.last.count):
+                self.last = mark
         return mark
 
 
