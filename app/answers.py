@@ -14,9 +14,12 @@ from sqlmodel import Session
 from app import storage
 from app.change_feed import ChangeWatcher
 from app.entry_details import SnippetOut, entry_url
+from app.fingerprints import paste_fingerprint
 from app.matching.paste_matcher import PasteMatcher
 from app.metrics import MATCH_SECONDS
 from app.normalization import normalize_message
+from app.outcomes import OutcomeStats
+from app.outcomes import stats as outcome_stats
 from app.rendering import markdown_section, render_body
 from app.tracebacks import ParsedPaste, parse_traceback
 
@@ -119,6 +122,14 @@ class MatchOut(BaseModel):
     fix_markdown: str
     fix_html: str
     snippets: list[SnippetOut]
+    outcomes: OutcomeStats = Field(
+        default_factory=OutcomeStats,
+        description="Reports on whether this entry's fix worked, for this error (fingerprint).",
+    )
+    outcomes_all: OutcomeStats = Field(
+        default_factory=OutcomeStats,
+        description="Reports on whether this entry's fix worked, for every error.",
+    )
 
 
 class RelatedOut(BaseModel):
@@ -131,6 +142,11 @@ class RelatedOut(BaseModel):
 
 class Answer(BaseModel):
     known: bool = Field(description="True when `matches` is not empty (either tier).")
+    fingerprint: str | None = Field(
+        default=None,
+        description="The error's stable id: its type and message with the values taken out, "
+        "hashed (two OOMs of different sizes share one). Report outcomes with it.",
+    )
     message: str
     matches: list[MatchOut] = Field(description="Signature matches first, then likely ones.")
     related: list[RelatedOut]  # when nothing matched: found by text, not a match
@@ -225,7 +241,7 @@ def foreign_library(parsed: ParsedPaste) -> str | None:
     return None
 
 
-def _entry_match(session: Session, entry, match) -> MatchOut:
+def _entry_match(session: Session, entry, match, fingerprint: str | None = None) -> MatchOut:
     fix = markdown_section(entry.body_markdown, "Fix")
     snippets = storage.entry_snippets(session, entry_id=entry.id)
     found = match.signature
@@ -255,6 +271,10 @@ def _entry_match(session: Session, entry, match) -> MatchOut:
         fix_markdown=fix,
         fix_html=render_body(fix).html if fix else "",
         snippets=[SnippetOut.of(s) for s in snippets],
+        outcomes=outcome_stats(session, entry.id, fingerprint=fingerprint)
+        if fingerprint
+        else OutcomeStats(),
+        outcomes_all=outcome_stats(session, entry.id),
     )
 
 
@@ -266,6 +286,7 @@ def answer_paste(
         parsed = parsed if parsed is not None else parse_traceback(text)
         result = matcher.match(parsed)
     found = result.matches[:MAX_MATCHES]
+    fingerprint = paste_fingerprint(parsed)
     related_ids = [c.entry_id for c in result.related[:MAX_RELATED]]
     matches: list[MatchOut] = []
     related: list[RelatedOut] = []
@@ -274,7 +295,7 @@ def answer_paste(
         for match in found:
             entry = entries.get(match.entry_id)
             if entry is not None and not entry.archived:
-                matches.append(_entry_match(session, entry, match))
+                matches.append(_entry_match(session, entry, match, fingerprint))
     if not matches:
         for candidate in result.related[:MAX_RELATED]:
             entry = entries.get(candidate.entry_id)
@@ -299,6 +320,7 @@ def answer_paste(
         message = NO_ERROR_MESSAGE
     return Answer(
         known=bool(matches),
+        fingerprint=fingerprint,
         message=message,
         matches=matches,
         related=related,

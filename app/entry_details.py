@@ -2,11 +2,13 @@
 CLI all show this.
 """
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from app import storage
 from app.models import Snippet, UtcTimestamp
+from app.outcomes import OutcomeStats
+from app.outcomes import stats as outcome_stats
 
 
 class SignatureOut(BaseModel):
@@ -69,6 +71,10 @@ class EntryDetails(BaseModel):
     signatures: list[SignatureOut]
     snippets: list[SnippetOut]
     verification: VerificationOut
+    outcomes: OutcomeStats = Field(
+        default_factory=OutcomeStats,
+        description="Reports on whether this entry's fix worked (every error it was tried on).",
+    )
 
 
 def entry_url(entry_id: str) -> str:
@@ -148,4 +154,5 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
         ],
         snippets=[SnippetOut.of(s) for s in snippets],
         verification=verification_summary(session, entry_id=entry.id, snippets=snippets),
+        outcomes=outcome_stats(session, entry.id),
     )

@@ -258,3 +258,18 @@ class AppSecret(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=50)
     value: str = Field(sa_type=Text)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+
+
+class Outcome(SQLModel, table=True):
+    """Whether an entry's fix worked for an error, reported once per voter (a user, a token or
+    an anonymous address) and error: a second report from the same voter replaces the first."""
+
+    __table_args__ = (UniqueConstraint("fingerprint", "entry_id", "voter"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(max_length=16, index=True)
+    entry_id: str = Field(sa_column=_entry_fk())
+    worked: bool
+    note: str = Field(default="", sa_type=Text)
+    voter: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime, index=True)

@@ -17,10 +17,11 @@ from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.matching import SignatureMatcher
 from app.models import utc_iso
+from app.outcomes import ANONYMOUS_PER_HOUR, OutcomeOut, OutcomeRefused, record_outcome
 from app.rendering import render_body
 from app.search import SearchService
 from app.search_index import read_state
-from app.web.auth import Editor, get_principal, read_access
+from app.web.auth import SESSION_COOKIE, Editor, check_csrf, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.limits import read_write_body
 from app.web.paths import site_path
@@ -82,6 +83,7 @@ ERROR_MEANINGS = {
     422: "The request or the entry does not pass validation; for an entry, `problems` lists "
     "what to fix by line.",
     428: "If-Match is missing: send the ETag of the revision you edited (or `*`).",
+    429: "Too many reports from this address without a login or token; try again later.",
     503: "Searching or matching is unavailable for a moment, or took longer than its budget.",
 }
 
@@ -496,3 +498,54 @@ def draft_out(
         html=html,
         tester=try_paste(session, doc, paste) if paste and paste.strip() else None,
     )
+
+
+# ---- outcomes: did the fix work? ---------------------------------------------------------------
+
+
+class OutcomeWrite(BaseModel):
+    fingerprint: str = Field(description="The answer's `fingerprint` for the error.")
+    id: str = Field(description="The entry whose fix was tried.")
+    worked: bool = Field(description="True when the fix made the error go away.")
+    note: str = Field("", max_length=2000, description="What was tried (kept to 500 characters).")
+
+
+def voter_of(request: Request) -> str:
+    """Who reports: a user or token by name, anyone else by address (throttled per address)."""
+    principal = get_principal(request)
+    if principal.authenticated:
+        return principal.label
+    return "addr:" + (request.client.host if request.client else "unknown")
+
+
+@router.post(
+    "/outcomes",
+    summary="Report whether an entry's fix worked for an error",
+    description="One report per voter (user, token, or address) for each error and entry; a "
+    "second replaces the first. Without a login or token, an address may report "
+    f"{ANONYMOUS_PER_HOUR} times an hour. The answer holds the entry's measured rates.",
+    responses=errors(400, 403, 404, 422, 429),
+)
+async def report_outcome(request: Request) -> OutcomeOut:
+    # A browser's session (a cookie) must send its CSRF token: another site's form could
+    # otherwise report in a visitor's name or from their address. A JSON body without a
+    # cookie cannot come from another site's page (it would need a CORS preflight).
+    if SESSION_COOKIE in request.cookies:
+        await check_csrf(request)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":  # a text/plain form of another site, say
+        raise HTTPException(422, "Send the report as JSON (Content-Type: application/json).")
+    body = await read_json(request, OutcomeWrite)
+    voter = voter_of(request)
+    try:
+        return await run_in_threadpool(
+            record_outcome,
+            request.app.state.engine,
+            fingerprint=body.fingerprint,
+            id=body.id,
+            worked=body.worked,
+            note=body.note,
+            voter=voter,
+        )
+    except OutcomeRefused as exc:
+        raise HTTPException(exc.status, str(exc)) from None

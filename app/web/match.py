@@ -4,12 +4,17 @@ import json
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
 
 from app.answers import Answer, answer_paste
-from app.web.auth import form_fields, read_access
+from app.entry_details import entry_url
+from app.outcomes import OutcomeRefused, record_outcome
+from app.web.api import voter_of
+from app.web.auth import check_csrf, form_fields, read_access
 from app.web.deps import SettingsDep
 from app.web.limits import BODY_OVERHEAD_BYTES, PASTE_TOO_LARGE, read_limited_body
 from app.web.offload import run_within_budget
+from app.web.paths import see_other
 
 router = APIRouter(dependencies=[Depends(read_access)])
 
@@ -107,3 +112,25 @@ async def match_page(request: Request, settings: SettingsDep):
     if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
         raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
     return _page(request, text, await _answer(request, text) if text.strip() else None)
+
+
+@router.post("/outcomes", include_in_schema=False)
+async def outcome_form(request: Request):
+    """ "Fixed it" / "Didn't help" from the answer or the entry page: a form with its CSRF
+    token, throttled per address like the API; back to the entry's reports."""
+    await check_csrf(request)
+    form = await form_fields(request)
+    entry_id = form.get("id", "")
+    try:
+        await run_in_threadpool(
+            record_outcome,
+            request.app.state.engine,
+            fingerprint=form.get("fingerprint", ""),
+            id=entry_id,
+            worked=form.get("worked") == "yes",
+            note=form.get("note", ""),
+            voter=voter_of(request),
+        )
+    except OutcomeRefused as exc:
+        raise HTTPException(exc.status, str(exc)) from None
+    return see_other(request, f"{entry_url(entry_id)}?reported=1#outcomes")
