@@ -612,6 +612,22 @@ def token_revoke(token_id: int) -> None:
 
 
 @cli.command()
+@click.option("--server", metavar="URL", help="Ask a running Pitfalls server's API instead.")
+@click.option(
+    "--token",
+    envvar="PITFALLS_TOKEN",
+    help="API token for --server (or PITFALLS_TOKEN); a write token lets outcomes be reported.",
+)
+def mcp(server: str | None, token: str | None) -> None:
+    """Serve the MCP tools over stdio, for a coding agent: match_traceback, search_pitfalls,
+    get_pitfall, report_outcome, and the entries as pitfall:// resources."""
+    from app.mcp_server import RemotePitfalls, build_server, local_pitfalls
+
+    pitfalls = RemotePitfalls(server, token) if server else local_pitfalls(_settings())
+    build_server(pitfalls).run("stdio")
+
+
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--reload", is_flag=True, help="Restart when the code changes (development).")

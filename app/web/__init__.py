@@ -26,6 +26,7 @@ from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 from app.web.headers import add_security_headers
+from app.web.mcp_http import mcp_route
 from app.web.observe import Observe
 
 
@@ -78,7 +79,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         follower.start()
         app.state.feed_follower = follower
         try:
-            yield
+            async with mcp_server.session_manager.run():  # the /mcp transport's task group
+                yield
         finally:
             follower.stop()
             app.state.search.close()
@@ -114,6 +116,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(wiki_pages.router)
     app.include_router(pages.router)
     app.include_router(ops.router)
+    route, mcp_server = mcp_route(app)
+    app.router.routes.append(route)
     install_error_handlers(app)
 
     @app.middleware("http")
