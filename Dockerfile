@@ -14,6 +14,7 @@ RUN groupadd --gid 10001 pitfalls \
 WORKDIR /srv/pitfalls
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY pitfalls ./pitfalls
 COPY templates ./templates
 COPY static ./static
 COPY content ./content

@@ -1,0 +1,189 @@
+"""The matched pitfall under an uncaught exception, in IPython/Jupyter and in plain Python.
+
+`%load_ext pitfalls` in a notebook, or `pitfalls.install()` in a script: the original traceback
+is shown first and unchanged (the hook never hides or alters it), then the known pitfalls that
+match it, as rich HTML in Jupyter (title, the values captured from the message, the fix, a link)
+and as text elsewhere. A failure of the hook itself is one line on stderr, nothing more.
+
+Where answers come from: with PITFALLS_SERVER set, that server's `/api/v1/match` (with
+PITFALLS_TOKEN when reading is private); otherwise this machine's database, prepared as
+`pitfalls serve` would, in PITFALLS_DATA_DIR or `~/.cache/pitfalls`, from ./content or the
+entries shipped with the package. Nothing is sent anywhere unless a server is configured. The
+local matcher is built in a background thread as soon as the hook is installed, so an exception
+is explained in milliseconds once it is ready.
+"""
+
+import html
+import json
+import os
+import sys
+import threading
+import traceback
+import urllib.request
+from pathlib import Path
+
+READY_WAIT_S = 30  # the first exception waits this long at most for the local matcher
+
+
+class Explainer:
+    def __init__(self, server: str | None = None, token: str | None = None) -> None:
+        self.server = (server or os.environ.get("PITFALLS_SERVER") or "").rstrip("/") or None
+        self.token = token or os.environ.get("PITFALLS_TOKEN")
+        self._local = None
+        self._error: BaseException | None = None
+        self._ready = threading.Event()
+        if self.server is None:
+            threading.Thread(target=self._prepare, name="pitfalls-hook", daemon=True).start()
+
+    def _prepare(self) -> None:
+        try:
+            from types import SimpleNamespace
+
+            from app.answers import MatcherCache
+            from app.bootstrap import prepare_data
+            from app.settings import load_settings
+            from app.storage import create_db_engine
+
+            data_dir = os.environ.get("PITFALLS_DATA_DIR") or str(
+                Path.home() / ".cache" / "pitfalls"
+            )
+            settings = load_settings(data_dir=Path(data_dir))
+            engine = create_db_engine(settings)
+            prepare_data(settings, engine, ingest="if-empty")
+            matchers = MatcherCache(engine, settings.index_check_interval_ms)
+            matchers.current()
+            self._local = SimpleNamespace(engine=engine, settings=settings, matchers=matchers)
+        except BaseException as exc:  # reported once, when an exception needs the matcher
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def explain(self, text: str) -> dict:
+        """The /api/v1/match answer for `text`."""
+        if self.server is not None:
+            headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            request = urllib.request.Request(
+                self.server + "/api/v1/match", text.encode("utf-8", "replace"), headers
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return json.loads(response.read())
+        if not self._ready.wait(READY_WAIT_S):
+            raise TimeoutError(f"the local matcher was not ready within {READY_WAIT_S} s")
+        if self._error is not None:
+            raise self._error
+        from app.answers import answer_paste
+
+        local = self._local
+        text = text[-local.settings.max_paste_bytes :]
+        answer = answer_paste(text, engine=local.engine, matcher=local.matchers.current())
+        return answer.model_dump(mode="json")
+
+    def link(self, url: str) -> str | None:
+        return self.server + url if self.server else None
+
+
+def as_text(answer: dict, explainer: Explainer) -> str:
+    if not answer.get("matches"):
+        return "Pitfalls: no known pitfall matches this error."
+    lines = []
+    for match in answer["matches"][:3]:
+        tier = "" if match["tier"] == "signature" else f", likely {match['confidence']:.0%}"
+        lines.append(f"Pitfalls: {match['title']}  [{match['id']}{tier}]")
+        lines.append(f"  {match['summary']}")
+        for name, value in match.get("captures", {}).items():
+            lines.append(f"  {name.replace('_', ' ')}: {value}")
+        fix = match.get("fix_markdown", "").strip()
+        if fix:  # the fix's prose, up to its first code block (the link has the rest)
+            prose = fix.split("```", 1)[0].strip().splitlines()
+            lines.extend("  " + line for line in prose[:12])
+        link = explainer.link(match["url"])
+        lines.append(f"  {link or 'pitfalls search ' + match['id']}")
+    return "\n".join(lines)
+
+
+def as_html(answer: dict, explainer: Explainer) -> str:
+    """Everything escaped but the fix, which is the entry's own HTML as the site renders it."""
+    if not answer.get("matches"):
+        return '<div class="pitfalls"><p>Pitfalls: no known pitfall matches this error.</p></div>'
+    parts = ['<div class="pitfalls" style="border-left:4px solid #c62828;padding:.2em .8em">']
+    for match in answer["matches"][:3]:
+        title = html.escape(match["title"])
+        link = explainer.link(match["url"])
+        heading = f'<a href="{html.escape(link)}">{title}</a>' if link else title
+        tier = "" if match["tier"] == "signature" else f" (likely, {match['confidence']:.0%})"
+        parts.append(f"<h4>Pitfalls: {heading}{html.escape(tier)}</h4>")
+        parts.append(f"<p>{html.escape(match['summary'])}</p>")
+        captures = match.get("captures") or {}
+        if captures:
+            items = "".join(
+                f"<li>{html.escape(k.replace('_', ' '))}: <code>{html.escape(v)}</code></li>"
+                for k, v in captures.items()
+            )
+            parts.append(f"<ul>{items}</ul>")
+        if match.get("fix_html"):
+            parts.append(f"<details open><summary>Fix</summary>{match['fix_html']}</details>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+_explainer: Explainer | None = None
+
+
+def explainer() -> Explainer:
+    global _explainer
+    if _explainer is None:
+        _explainer = Explainer()
+    return _explainer
+
+
+def _report(etype, value, tb, show) -> None:
+    """Match the exception and `show(answer)`; a failure here is one line on stderr."""
+    if issubclass(etype, KeyboardInterrupt | SystemExit):
+        return
+    try:
+        text = "".join(traceback.format_exception(etype, value, tb))
+        show(explainer().explain(text))
+    except BaseException as exc:
+        print(f"pitfalls: could not explain this error ({type(exc).__name__}: {exc})",
+              file=sys.stderr)  # fmt: skip
+
+
+def install(server: str | None = None, token: str | None = None) -> None:
+    """For plain Python: an uncaught exception prints its traceback as before, then the match."""
+    global _explainer
+    _explainer = Explainer(server, token)
+    previous = sys.excepthook
+
+    def hook(etype, value, tb) -> None:
+        previous(etype, value, tb)  # the original traceback, exactly as it would be
+        _report(etype, value, tb, lambda a: print(as_text(a, explainer()), file=sys.stderr))
+
+    sys.excepthook = hook
+
+
+def load_ipython_extension(ip) -> None:
+    """`%load_ext pitfalls`: after IPython shows a cell's traceback, the match below it."""
+    explainer()  # starts preparing the local matcher now, not at the first error
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+        def show(answer: dict) -> None:
+            from IPython.display import display
+
+            bundle = {
+                "text/plain": as_text(answer, explainer()),
+                "text/html": as_html(answer, explainer()),
+            }
+            display(bundle, raw=True)
+
+        _report(etype, value, tb, show)
+        return None
+
+    ip.set_custom_exc((Exception,), handler)
+
+
+def unload_ipython_extension(ip) -> None:
+    ip.set_custom_exc((), None)

@@ -1,0 +1,113 @@
+"""The hook where errors happen: a real IPython kernel running a notebook, and a plain script.
+
+The notebook loads the extension, then raises a known error and an unknown one; the cell output
+keeps the original traceback and adds the pitfall (HTML and text) below it. The script installs
+the hook and dies: stderr holds the traceback exactly as Python prints it, then the match.
+"""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO_CONTENT, require
+
+pytestmark = pytest.mark.e2e
+
+KNOWN = (
+    "view size is not compatible with input tensor's size and stride (at least one dimension "
+    "spans across two contiguous subspaces). Use .reshape(...) instead."
+)
+UNKNOWN = "the flux capacitor of shard 7 is unaligned"
+
+
+def _env(tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env["PITFALLS_DATA_DIR"] = str(tmp_path / "hook-data")
+    env["PITFALLS_CONTENT_DIR"] = str(REPO_CONTENT)
+    return env
+
+
+def test_the_notebook_extension_adds_the_pitfall_under_the_original_traceback(
+    tmp_path, monkeypatch
+):
+    for module in ("nbclient", "nbformat", "ipykernel"):
+        require(importlib.util.find_spec(module) is not None, f"{module} is not installed")
+    import nbformat
+    from nbclient import NotebookClient
+
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext pitfalls"),
+        nbformat.v4.new_code_cell(f"raise RuntimeError({KNOWN!r})"),
+        nbformat.v4.new_code_cell(f"raise ValueError({UNKNOWN!r})"),
+        nbformat.v4.new_code_cell("print('the kernel lives on')"),
+    ]
+    NotebookClient(
+        notebook, timeout=120, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()  # fmt: skip
+    known, unknown, after = notebook.cells[1].outputs, notebook.cells[2].outputs, notebook.cells[3]
+    errors = [o for o in known if o.output_type == "error"]
+    assert errors and errors[0].ename == "RuntimeError" and errors[0].evalue == KNOWN
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0].traceback))  # no colours
+    assert "raise RuntimeError" in plain
+    shown = [o for o in known if o.output_type == "display_data"]
+    assert shown, known
+    assert "view-non-contiguous" in shown[0].data["text/plain"]
+    html = shown[0].data["text/html"]
+    assert "Pitfalls:" in html and "non-contiguous" in html and "reshape" in html
+    assert [o.output_type for o in known].index("error") < [o.output_type for o in known].index(
+        "display_data"
+    ), "the pitfall must come after the original traceback"
+    assert [o.ename for o in unknown if o.output_type == "error"] == ["ValueError"]
+    assert any(
+        "no known pitfall" in o.data["text/plain"]
+        for o in unknown
+        if o.output_type == "display_data"
+    )
+    assert after.outputs[0].text == "the kernel lives on\n"
+
+
+def test_a_script_with_the_hook_prints_its_traceback_unchanged_then_the_match(tmp_path):
+    script = tmp_path / "train.py"
+    body = f"raise RuntimeError({KNOWN!r})\n"
+    script.write_text(body, encoding="utf-8")
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=_env(tmp_path)
+    )
+    hooked = tmp_path / "hooked.py"
+    hooked.write_text("import pitfalls\npitfalls.install()\n" + body, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(hooked)], capture_output=True, text=True, env=_env(tmp_path)
+    )
+    assert result.returncode == plain.returncode == 1
+    original = plain.stderr.replace(str(script), str(hooked)).replace("line 1", "line 3")
+    assert result.stderr.startswith(original), result.stderr
+    rest = result.stderr[len(original) :]
+    assert rest.startswith("Pitfalls: ") and "[view-non-contiguous]" in rest
+
+
+def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path):
+    hooked = tmp_path / "hooked.py"
+    hooked.write_text(
+        textwrap.dedent(f"""
+            import pitfalls
+            pitfalls.install(server="http://127.0.0.1:9")  # nothing listens there
+            raise RuntimeError({KNOWN!r})
+        """),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, str(hooked)], capture_output=True, text=True, env=_env(tmp_path)
+    )
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-2] == f"RuntimeError: {KNOWN}"
+    assert lines[-1].startswith("pitfalls: could not explain this error (")
