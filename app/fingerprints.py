@@ -8,16 +8,19 @@ unmatched errors are keyed by it.
 """
 
 import hashlib
+import re
 
 from app.normalization import normalize_message
 from app.tracebacks import ParsedPaste
 
 FINGERPRINT_LENGTH = 16  # hex digits: 64 bits, plenty for one team's errors
+_DIGITS = re.compile(r"\d+")  # what normalization leaves inside names: layer_12.weight
 
 
 def fingerprint_of(exception_type: str | None, message: str) -> str:
     name = (exception_type or "").rsplit(".", 1)[-1]  # torch.OutOfMemoryError -> OutOfMemoryError
-    key = f"{name}\n{normalize_message(message)[:2000]}"
+    shape = _DIGITS.sub("<n>", normalize_message(message[:4000]))[:2000]
+    key = f"{name}\n{shape}"
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:FINGERPRINT_LENGTH]
 
 

@@ -273,3 +273,35 @@ class Outcome(SQLModel, table=True):
     note: str = Field(default="", sa_type=Text)
     voter: str = Field(max_length=200)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime, index=True)
+
+
+class InboxCluster(SQLModel, table=True):
+    """An error nothing matched, by fingerprint (only with PITFALLS_INBOX on): its type, its
+    message normalized and redacted, how often and when it was seen. Never the raw paste."""
+
+    __tablename__ = "inbox_cluster"
+
+    fingerprint: str = Field(primary_key=True, max_length=16)
+    exception: str = Field(max_length=200)
+    message: str = Field(sa_type=Text)
+    count: int = 0
+    first_seen: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    last_seen: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime, index=True)
+
+
+class InboxExample(SQLModel, table=True):
+    """One distinct redacted message of an inbox cluster (a few are kept per cluster)."""
+
+    __tablename__ = "inbox_example"
+    __table_args__ = (UniqueConstraint("fingerprint", "message"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(
+        sa_column=Column(
+            String(16),
+            ForeignKey("inbox_cluster.fingerprint", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    message: str = Field(sa_type=Text)

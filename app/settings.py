@@ -87,6 +87,11 @@ class Settings(BaseSettings):
         description="Addresses whose X-Forwarded-For/-Proto headers are trusted (a reverse "
         "proxy's), comma-separated, or * for any.",
     )
+    inbox: bool = Field(
+        False,
+        description="Keep the errors nothing matched (type, redacted message, fingerprint; "
+        "never the paste) for editors at /inbox.",
+    )
     log_level: str = Field("info", description="debug, info, warning or error.")
     log_format: str = Field("text", description="text, or json for one JSON object per line.")
     public_read: bool = Field(

@@ -15,6 +15,8 @@ from starlette.concurrency import run_in_threadpool
 from app import storage
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
+from app.inbox import ClusterOut
+from app.inbox import clusters as inbox_clusters
 from app.matching import SignatureMatcher
 from app.models import utc_iso
 from app.outcomes import ANONYMOUS_PER_HOUR, OutcomeOut, OutcomeRefused, record_outcome
@@ -549,3 +551,12 @@ async def report_outcome(request: Request) -> OutcomeOut:
         )
     except OutcomeRefused as exc:
         raise HTTPException(exc.status, str(exc)) from None
+
+
+@router.get(
+    "/inbox",
+    summary="The errors nothing matched, clustered by fingerprint (editors; PITFALLS_INBOX)",
+    responses=errors(403),
+)
+def inbox(session: SessionDep, _: Editor) -> list[ClusterOut]:
+    return inbox_clusters(session)

@@ -8,7 +8,9 @@ from starlette.concurrency import run_in_threadpool
 
 from app.answers import Answer, answer_paste
 from app.entry_details import entry_url
+from app.inbox import record_unknown
 from app.outcomes import OutcomeRefused, record_outcome
+from app.tracebacks import parse_traceback
 from app.web.api import voter_of
 from app.web.auth import check_csrf, form_fields, read_access
 from app.web.deps import SettingsDep
@@ -41,13 +43,21 @@ def _decode(data: bytes) -> str:
 
 
 async def _answer(request: Request, text: str) -> Answer:
-    """The answer, worked out in a worker thread within the paste budget (503 past it)."""
+    """The answer, worked out in a worker thread within the paste budget (503 past it); with
+    PITFALLS_INBOX on, an unmatched error is counted in the inbox (redacted, never the paste)."""
     state = request.app.state
+
+    def work() -> Answer:
+        parsed = parse_traceback(text)
+        answer = answer_paste(
+            text, engine=state.engine, matcher=state.matchers.current(), parsed=parsed
+        )
+        if state.settings.inbox and not answer.known:
+            record_unknown(state.engine, parsed)
+        return answer
+
     return await run_within_budget(
-        request,
-        lambda: answer_paste(text, engine=state.engine, matcher=state.matchers.current()),
-        budget_ms=state.settings.match_budget_ms,
-        limiter=state.paste_limiter,
+        request, work, budget_ms=state.settings.match_budget_ms, limiter=state.paste_limiter
     )
 
 

@@ -5,6 +5,8 @@ Every write asks for the editor role and the session's CSRF token (`Editor`). A 
 renders the editor again with the text as typed: nothing a person wrote is ever dropped.
 """
 
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlmodel import Session
@@ -13,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from app import storage
 from app.catalog import NotFound
 from app.drafts import BLANK_MESSAGE, draft_markdown
+from app.inbox import clusters as inbox_clusters
 from app.web.api import draft_out
 from app.web.auth import Editor, form_fields, read_access
 from app.web.deps import SessionDep
@@ -294,3 +297,19 @@ def changes_feed(request: Request, session: SessionDep) -> Response:
         changes=changes, base=base
     )
     return Response(body, media_type="application/atom+xml; charset=utf-8")
+
+
+@router.get("/inbox", response_class=HTMLResponse)
+def inbox_page(request: Request, session: SessionDep, _: Editor):
+    """What nothing matched, clustered (PITFALLS_INBOX): the errors worth an entry next."""
+    found = inbox_clusters(session)
+    for cluster in found:  # the editor's prefill: the first example, and all in the tester
+        cluster.prefill = urlencode(
+            {
+                "type": cluster.exception,
+                "message": cluster.examples[0][:MAX_PREFILL_MESSAGE] if cluster.examples else "",
+                "paste": "\n\n".join(cluster.examples)[:MAX_PREFILL_MESSAGE],
+            }
+        )
+    context = {"clusters": found, "enabled": request.app.state.settings.inbox}
+    return render(request, "inbox.html", context, alternate="/api/v1/inbox")
