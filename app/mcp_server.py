@@ -24,6 +24,8 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from app import __version__
+from app.answers import Answer
+from app.entry_details import EntryDetails
 
 INSTRUCTIONS = (
     "A team's knowledge base of PyTorch pitfalls with verified fixes. When a PyTorch run fails, "
@@ -112,13 +114,13 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
     read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
 
     @server.tool(annotations=read_only)
-    def match_traceback(text: str) -> dict[str, Any]:
+    def match_traceback(text: str) -> Answer:
         """Explain a traceback or error message: the known pitfalls that match it, best first,
         each with tier ('signature' certain, 'likely' with a calibrated confidence), why it
         matched, the values captured from the message, the fix as Markdown and the code that
         checks it; `fingerprint` names the error for report_outcome. No match means unknown."""
         allowed("read")
-        return pitfalls.match(text)
+        return Answer.model_validate(pitfalls.match(text))
 
     @server.tool(annotations=read_only)
     def search_pitfalls(
@@ -130,14 +132,14 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
         return pitfalls.search(query, kind, tag, max(1, min(limit, 50)))
 
     @server.tool(annotations=read_only)
-    def get_pitfall(id: str) -> dict[str, Any]:
+    def get_pitfall(id: str) -> EntryDetails:
         """One entry in full: title, summary, the Markdown (what you see, why, the fix), its
         signatures and snippets, and whether its code was verified."""
         allowed("read")
         entry = pitfalls.entry(id)
         if entry is None:
             raise ToolError(f"there is no entry {id!r}; search_pitfalls finds entries")
-        return entry
+        return EntryDetails.model_validate(entry)
 
     @server.tool(
         annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False)
