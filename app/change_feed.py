@@ -3,14 +3,37 @@
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from app import storage
 
 logger = logging.getLogger(__name__)
+
+
+# The watchers of each engine in this process: a commit that wrote to the feed expires them at
+# once, before the response that reports the write is sent (so the next paste or search of the
+# same client sees it, whatever the interval, and whichever thread polled last).
+_watchers: "weakref.WeakKeyDictionary[Engine, weakref.WeakSet[ChangeWatcher]]" = (
+    weakref.WeakKeyDictionary()
+)
+_watchers_lock = threading.Lock()
+
+
+@event.listens_for(OrmSession, "after_commit")
+def _feed_written(session: OrmSession) -> None:
+    if not session.info.pop(storage.FEED_WRITTEN, False):
+        return
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
+    with _watchers_lock:
+        watchers = list(_watchers.get(engine, ()))
+    for watcher in watchers:
+        watcher.expire()
 
 
 class ChangeWatcher:
@@ -21,7 +44,11 @@ class ChangeWatcher:
         self.interval_s = interval_ms / 1000
         self._checked_at = float("-inf")
         self._lock = threading.Lock()
+        self._reading = threading.Lock()  # held while the database is being read
+        self._last_lock = threading.Lock()
         self.last: storage.FeedMark | None = None  # the newest mark read, by any thread
+        with _watchers_lock:
+            _watchers.setdefault(engine, weakref.WeakSet()).add(self)
 
     def expire(self) -> None:
         """Make the next poll read the database (after this process wrote to it)."""
@@ -29,20 +56,35 @@ class ChangeWatcher:
             self._checked_at = float("-inf")
 
     def poll(self, force: bool = False) -> storage.FeedMark | None:
-        """The feed's mark, or None when it was read less than an interval ago."""
+        """The feed's mark, or None when it was read less than an interval ago.
+
+        A read under way in another thread (the feed follower, woken by the very commit this
+        caller wants to see) is waited for, so that `last` is never older than the newest read
+        started: the reader takes `_reading` before it lets go of `_lock`.
+        """
         with self._lock:
             now = time.monotonic()
-            if not force and now - self._checked_at < self.interval_s:
+            throttled = not force and now - self._checked_at < self.interval_s
+            if not throttled:
+                self._checked_at = now
+                self._reading.acquire()
+        if throttled:
+            with self._reading:  # wait for a read that started before this call, if any
                 return None
-            self._checked_at = now
-        with Session(self.engine) as session:
-            mark = storage.feed_mark(session)
-        with self._lock:
-            # Reads run concurrently (a request and the feed follower): an older read finishing
-            # last must not put back an older mark. The feed only grows, so newer is larger.
-            if self.last is None or (mark.seq, mark.count) >= (self.last.seq, self.last.count):
-                self.last = mark
-        return mark
+        try:
+            with Session(self.engine) as session:
+                mark = storage.feed_mark(session)
+            with self._last_lock:
+                # Reads may still overlap (a forced one): an older read finishing last must not
+                # put back an older mark. The feed only grows, so newer is larger.
+                if self.last is None or (mark.seq, mark.count) >= (
+                    self.last.seq,
+                    self.last.count,
+                ):
+                    self.last = mark
+            return mark
+        finally:
+            self._reading.release()
 
 
 NOTIFY_CHANNEL = "pitfalls_changes"

@@ -63,6 +63,9 @@ SETUP_LOCK_KEY = 0x7069746661_01  # migrations, the first ingest, shipped result
 FEED_LOCK_KEY = 0x7069746661_02  # change-feed writers: sequence order is commit order
 
 
+FEED_WRITTEN = "pitfalls_feed_written"  # Session.info flag: this transaction wrote a change
+
+
 class SetupLockTimeout(Exception):
     """Another process held the set-up lock for longer than the configured wait."""
 
@@ -347,6 +350,7 @@ def _record_change(
     their numbers and a reader that follows `seq > last` would skip the late one: writers take a
     transaction-level advisory lock first, which makes number order the commit order (SQLite
     already has one writer at a time). Catch-up also re-reads a window: see search_index."""
+    session.info[FEED_WRITTEN] = True  # this process's caches look again at commit
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": FEED_LOCK_KEY})
         # Delivered at commit, to every replica listening (app.change_feed.FeedFollower).

@@ -31,6 +31,10 @@ NOT_WRITES = {
     ("POST", "/api/v1/match"): "explains a paste; nothing is stored",
     ("POST", "/login"): "logging in is how one stops being anonymous",
     ("POST", "/logout"): "ends the caller's own session",
+    ("POST", "/outcomes"): "anyone who may read says whether a fix worked (test_outcomes.py)",
+    ("POST", "/api/v1/outcomes"): "the same report as JSON; anonymous ones are throttled",
+    ("POST", "/mcp"): "MCP: a token always (401 without); its write tool needs a write token",
+    ("DELETE", "/mcp"): "MCP: ends a session, and /mcp keeps none (stateless)",
 }
 
 
@@ -525,7 +529,11 @@ def test_starting_an_entry_from_an_unknown_traceback(wiki: Wiki):
         "/api/v1/match",
         json={"text": paste.replace("17", "33").replace("train_a", "val_b")},
     ).json()
-    assert answer["known"] and answer["matches"][0]["url"] == saved.headers["location"]
+    assert answer["known"] and answer["matches"][0]["url"] == saved.headers["location"], (
+        answer["message"],
+        answer["parsed"],
+        saved.headers["location"],
+    )
     assert wiki.anonymous().post("/match", data={"text": paste}).text.count('id="start-entry"') == 0
 
 
