@@ -407,7 +407,8 @@ def run(command: tuple[str, ...], server: str | None) -> None:
     """Run COMMAND with its output passed through; when it fails, show the matching pitfalls.
 
     Exits with the command's own exit code. Put `--` before the command:
-    pitfalls run -- python train.py
+    pitfalls run -- python train.py; a Python file alone runs with this Python:
+    python -m pitfalls run train.py
     """
     import subprocess
     import threading
@@ -428,6 +429,8 @@ def run(command: tuple[str, ...], server: str | None) -> None:
                 while size[0] > limit and len(tail) > 1:
                     size[0] -= len(tail.popleft())
 
+    if command[0].endswith(".py") and Path(command[0]).is_file():
+        command = (sys.executable, *command)
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:

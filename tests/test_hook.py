@@ -111,3 +111,15 @@ def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path):
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[-2] == f"RuntimeError: {KNOWN}"
     assert lines[-1].startswith("pitfalls: could not explain this error (")
+
+
+def test_python_m_pitfalls_run_a_script_adds_the_match_after_its_output(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(f"print('epoch 1')\nraise RuntimeError({KNOWN!r})\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "pitfalls", "run", str(script)],
+        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout.startswith("epoch 1")
+    assert f"RuntimeError: {KNOWN}" in result.stderr and "view-non-contiguous" in result.stderr

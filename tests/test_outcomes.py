@@ -97,6 +97,10 @@ def test_the_form_needs_its_csrf_token_and_anonymous_reports_are_throttled(wiki)
     page = browser.post("/match", data={"text": "RuntimeError: failure in first-entry number 4"})
     assert page.status_code == 200 and 'action="/outcomes"' in page.text
     token = csrf_of(page.text)
+    link = f'href="/entries/first-entry?error={fingerprint}"'
+    assert link in page.text  # the entry page, opened from the answer, asks too
+    entry_page = browser.get(f"/entries/first-entry?error={fingerprint}").text
+    assert 'action="/outcomes"' in entry_page and f'value="{fingerprint}"' in entry_page
     form = {"fingerprint": fingerprint, "id": "first-entry", "worked": "yes"}
     refused = browser.post("/outcomes", data=form, follow_redirects=False)
     assert refused.status_code == 403  # no CSRF token: another site's form
