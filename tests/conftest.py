@@ -197,12 +197,15 @@ def pitfalls_command() -> str:
     return pitfalls
 
 
-def write_token(clone: Path, settings: dict[str, str] | None = None) -> str:
-    """A new write token for the server whose folder is `clone`, made with the CLI."""
+def write_token(
+    clone: Path, settings: dict[str, str] | None = None, *, scope: str = "write"
+) -> str:
+    """A new token (write, unless `scope` says read) for the server whose folder is `clone`,
+    made with the CLI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
     env.update(settings or {})
     created = subprocess.run(
-        [pitfalls_command(), "token", "create", "--name", "tests", "--scope", "write"],
+        [pitfalls_command(), "token", "create", "--name", f"tests-{scope}", "--scope", scope],
         cwd=clone,
         env=env,
         capture_output=True,

@@ -125,7 +125,7 @@ def test_mcp_over_http_needs_a_token_and_a_write_scope_for_outcomes(served):
             yield c
 
     writer = write_token(clone)
-    reader = _read_token(clone)
+    reader = write_token(clone, scope="read")
 
     async def run():
         async with client(writer) as session:
@@ -151,18 +151,3 @@ def test_mcp_over_http_needs_a_token_and_a_write_scope_for_outcomes(served):
     assert written["match"].structured_content == before
     assert not written["outcome"].is_error
     assert refused.is_error and "write" in refused.content[0].text
-
-
-def _read_token(clone) -> str:
-    import os
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    return subprocess.run(
-        [pitfalls_command(), "token", "create", "--name", "reader", "--scope", "read"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
