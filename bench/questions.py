@@ -1,0 +1,79 @@
+"""Search on real question titles: top-1 and MRR@10, by language and by half.
+
+    python bench/questions.py [--show-misses]
+
+`tests/data/queries/questions.json` holds question titles people posted (GitHub issues, forums,
+Chinese sites), each with the entry that answers it and its source. Every title is searched as a
+user would type it (`SearchService.search`, the pages' and API's search) over a fresh index of
+the repository's entries. Halves A and B split by a hash of the source, as for the real pastes:
+levers are to be tuned on one half and reported on the other. This is the baseline measurement.
+"""
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app import storage  # noqa: E402
+from app.bootstrap import prepare_data  # noqa: E402
+from app.search import SearchService  # noqa: E402
+from app.settings import load_settings  # noqa: E402
+
+QUESTIONS = ROOT / "tests" / "data" / "queries" / "questions.json"
+
+
+def half_of(source: str) -> str:
+    return "A" if hashlib.sha256(source.encode()).digest()[0] % 2 == 0 else "B"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--show-misses", action="store_true")
+    args = parser.parse_args()
+    questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
+    folder = Path(tempfile.mkdtemp(prefix="pitfalls-questions-"))
+    settings = load_settings(data_dir=folder, content_dir=ROOT / "content")
+    engine = storage.create_db_engine(settings)
+    prepare_data(settings, engine)
+    search = SearchService(settings.index_dir, engine, budget_ms=10_000)
+    rows = []
+    started = time.perf_counter()
+    for q in questions:
+        hits = search.search(q["query"], limit=10, highlights=False, facets=False).hits
+        ids = [h.id for h in hits]
+        rank = ids.index(q["expected"]) + 1 if q["expected"] in ids else None
+        rows.append((q, rank))
+    elapsed = time.perf_counter() - started
+    print(f"{len(rows)} real question titles, searched over the repository's entries")
+    print(f"{'':14} {'n':>4} {'top-1':>7} {'MRR@10':>7} {'in top 10':>10}")
+    groups = {"all": rows}
+    for lang in ("en", "zh"):
+        groups[lang] = [r for r in rows if r[0]["lang"] == lang]
+        for half in "AB":
+            groups[f"{lang}, half {half}"] = [
+                r for r in groups[lang] if half_of(r[0]["source"]) == half
+            ]
+    for name, group in groups.items():
+        if not group:
+            continue
+        top1 = sum(1 for _, rank in group if rank == 1) / len(group)
+        mrr = sum(1 / rank for _, rank in group if rank) / len(group)
+        found = sum(1 for _, rank in group if rank) / len(group)
+        print(f"{name:14} {len(group):4} {top1:7.1%} {mrr:7.3f} {found:10.1%}")
+    print(f"{elapsed / len(rows) * 1000:.1f} ms per question")
+    if args.show_misses:
+        for q, rank in rows:
+            if rank != 1:
+                print(f"  [{rank or '-'}] {q['query']!r} -> {q['expected']}")
+    search.close()
+    engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
