@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 
 from pydantic import BaseModel
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, case, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -117,13 +117,17 @@ def _find(session: Session, fingerprint: str, entry_id: str, voter: str) -> Outc
 
 
 def stats(session: Session, entry_id: str, *, fingerprint: str | None = None) -> OutcomeStats:
-    """The reports on an entry, for one error or for all."""
-    query = select(Outcome.worked, Outcome.note).where(Outcome.entry_id == entry_id)
+    """The reports on an entry, for one error or for all: counted by the database, and only
+    the newest few notes read (every answer and entry page asks, however many reports exist)."""
+    where = [Outcome.entry_id == entry_id]
     if fingerprint is not None:
-        query = query.where(Outcome.fingerprint == fingerprint)
-    rows = session.exec(query.order_by(col(Outcome.created_at).desc())).all()
-    return OutcomeStats(
-        worked=sum(1 for worked, _ in rows if worked),
-        reports=len(rows),
-        failed_notes=[note for worked, note in rows if not worked and note][:NOTES_SHOWN],
-    )
+        where.append(Outcome.fingerprint == fingerprint)
+    worked_count = func.coalesce(func.sum(case((col(Outcome.worked), 1), else_=0)), 0)
+    reports, worked = session.exec(select(func.count(), worked_count).where(*where)).one()
+    notes = session.exec(
+        select(Outcome.note)
+        .where(*where, col(Outcome.worked).is_(False), Outcome.note != "")
+        .order_by(col(Outcome.created_at).desc())
+        .limit(NOTES_SHOWN)
+    ).all()
+    return OutcomeStats(worked=int(worked), reports=int(reports), failed_notes=list(notes))
