@@ -323,23 +323,12 @@ def verify(
 def _answer(text: str, server: str | None) -> dict:
     """The /api/v1/match answer for `text`: from a running server, or computed here."""
     if server:
-        import urllib.error
-        import urllib.request
+        from app.answer_sources import RemotePitfalls, SourceError
 
-        request = urllib.request.Request(
-            server.rstrip("/") + "/api/v1/match",
-            data=text.encode("utf-8"),
-            headers={"Content-Type": "text/plain; charset=utf-8"},
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:300]
-            raise CannotRun(f"the server answered {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise CannotRun(f"cannot reach {server}: {exc}") from None
+            return RemotePitfalls(server).match(text)
+        except SourceError as exc:
+            raise CannotRun(str(exc)) from None
     from sqlmodel import Session
 
     from app.answers import answer_paste
@@ -624,7 +613,8 @@ def token_revoke(token_id: int) -> None:
 def mcp(server: str | None, token: str | None) -> None:
     """Serve the MCP tools over stdio, for a coding agent: match_traceback, search_pitfalls,
     get_pitfall, report_outcome, and the entries as pitfall:// resources."""
-    from app.mcp_server import RemotePitfalls, build_server, local_pitfalls
+    from app.answer_sources import RemotePitfalls, local_pitfalls
+    from app.mcp_server import build_server
 
     pitfalls = RemotePitfalls(server, token) if server else local_pitfalls(_settings())
     build_server(pitfalls).run("stdio")

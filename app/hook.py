@@ -14,45 +14,42 @@ is explained in milliseconds once it is ready.
 """
 
 import html
-import json
 import os
 import sys
 import threading
 import traceback
-import urllib.request
 from pathlib import Path
 
 READY_WAIT_S = 30  # the first exception waits this long at most for the local matcher
 
 
 class Explainer:
+    """The hook's source of answers: a server's API, or the local one prepared in a thread."""
+
     def __init__(self, server: str | None = None, token: str | None = None) -> None:
+        from app.answer_sources import RemotePitfalls
+
         self.server = (server or os.environ.get("PITFALLS_SERVER") or "").rstrip("/") or None
-        self.token = token or os.environ.get("PITFALLS_TOKEN")
-        self._local = None
+        token = token or os.environ.get("PITFALLS_TOKEN")
+        self._source = RemotePitfalls(self.server, token) if self.server else None
         self._error: BaseException | None = None
         self._ready = threading.Event()
-        if self.server is None:
+        if self._source is None:
             threading.Thread(target=self._prepare, name="pitfalls-hook", daemon=True).start()
+        else:
+            self._ready.set()
 
     def _prepare(self) -> None:
         try:
-            from types import SimpleNamespace
-
-            from app.answers import MatcherCache
-            from app.bootstrap import prepare_data
+            from app.answer_sources import local_pitfalls
             from app.settings import load_settings
-            from app.storage import create_db_engine
 
             data_dir = os.environ.get("PITFALLS_DATA_DIR") or str(
                 Path.home() / ".cache" / "pitfalls"
             )
-            settings = load_settings(data_dir=Path(data_dir))
-            engine = create_db_engine(settings)
-            prepare_data(settings, engine, ingest="if-empty")
-            matchers = MatcherCache(engine, settings.index_check_interval_ms)
-            matchers.current()
-            self._local = SimpleNamespace(engine=engine, settings=settings, matchers=matchers)
+            source = local_pitfalls(load_settings(data_dir=Path(data_dir)))
+            source.matchers.current()  # compiled now, not at the first error
+            self._source = source
         except BaseException as exc:  # reported once, when an exception needs the matcher
             self._error = exc
         finally:
@@ -60,25 +57,11 @@ class Explainer:
 
     def explain(self, text: str) -> dict:
         """The /api/v1/match answer for `text`."""
-        if self.server is not None:
-            headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
-            request = urllib.request.Request(
-                self.server + "/api/v1/match", text.encode("utf-8", "replace"), headers
-            )
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return json.loads(response.read())
         if not self._ready.wait(READY_WAIT_S):
             raise TimeoutError(f"the local matcher was not ready within {READY_WAIT_S} s")
         if self._error is not None:
             raise self._error
-        from app.answers import answer_paste
-
-        local = self._local
-        text = text[-local.settings.max_paste_bytes :]
-        answer = answer_paste(text, engine=local.engine, matcher=local.matchers.current())
-        return answer.model_dump(mode="json")
+        return self._source.match(text[-250_000:])  # the end of a long output holds the error
 
     def link(self, url: str) -> str | None:
         return self.server + url if self.server else None

@@ -17,7 +17,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.accounts import SCOPE_ROLE, token_principal
-from app.mcp_server import LocalPitfalls, build_server, current_principal
+from app.answer_sources import LocalPitfalls
+from app.mcp_server import build_server, current_principal
 
 MCP_PATH = "/mcp"
 
