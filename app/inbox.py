@@ -68,7 +68,6 @@ class ClusterOut(BaseModel):
     first_seen: datetime
     last_seen: datetime
     examples: list[str]  # distinct redacted messages, oldest first
-    prefill: str = ""  # for pages: the editor's query string
 
 
 def record_unknown(engine: Engine, parsed: ParsedPaste) -> str | None:

@@ -303,13 +303,19 @@ def changes_feed(request: Request, session: SessionDep) -> Response:
 def inbox_page(request: Request, session: SessionDep, _: Editor):
     """What nothing matched, clustered (PITFALLS_INBOX): the errors worth an entry next."""
     found = inbox_clusters(session)
-    for cluster in found:  # the editor's prefill: the first example, and all in the tester
-        cluster.prefill = urlencode(
+    # The editor's prefill for each: the first example, and all of them in the tester.
+    prefills = [
+        urlencode(
             {
-                "type": cluster.exception,
-                "message": cluster.examples[0][:MAX_PREFILL_MESSAGE] if cluster.examples else "",
-                "paste": "\n\n".join(cluster.examples)[:MAX_PREFILL_MESSAGE],
+                "type": c.exception,
+                "message": c.examples[0][:MAX_PREFILL_MESSAGE] if c.examples else "",
+                "paste": "\n\n".join(c.examples)[:MAX_PREFILL_MESSAGE],
             }
         )
-    context = {"clusters": found, "enabled": request.app.state.settings.inbox}
+        for c in found
+    ]
+    context = {
+        "clusters": list(zip(found, prefills, strict=True)),
+        "enabled": request.app.state.settings.inbox,
+    }
     return render(request, "inbox.html", context, alternate="/api/v1/inbox")
