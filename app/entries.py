@@ -69,6 +69,7 @@ class FrontMatter(BaseModel):
     kind: EntryKind
     tags: list[str] = []
     aliases: list[str] = []
+    questions: list[str] = []
     versions: str | None = None
     signatures: list[SignatureSpec] = []
     related: list[str] = []

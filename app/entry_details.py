@@ -2,6 +2,9 @@
 CLI all show this.
 """
 
+import re
+from html import unescape
+
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
@@ -57,6 +60,7 @@ class EntryDetails(BaseModel):
     kind: str
     tags: list[str]
     aliases: list[str]
+    questions: list[str]
     versions: str | None
     related: list[RelatedOut]
     sources: list[str]
@@ -75,6 +79,46 @@ class EntryDetails(BaseModel):
         default_factory=OutcomeStats,
         description="Reports on whether this entry's fix worked (every error it was tried on).",
     )
+
+
+class TocItem(BaseModel):
+    id: str  # the heading's anchor
+    title: str
+    level: int  # 2 for a section, 3 for a part of one
+
+
+# The body HTML is our own rendering (raw HTML off, an id on every h2-h4), so its headings have
+# one shape: <h2 id="slug">Title <a class="header-anchor" href="#slug">#</a></h2>.
+_HEADING = re.compile(r'<h([23]) id="([^"]+)">(.*?)</h\1>', re.DOTALL)
+_ANCHOR_LINK = re.compile(r'\s*<a class="header-anchor"[^>]*>#</a>')
+_TAG = re.compile(r"<[^>]+>")
+_SECTION_START = re.compile(r'(?=<h2 id=")')
+
+
+def table_of_contents(html: str) -> list[TocItem]:
+    """The h2 and h3 headings of rendered body HTML, in order, as plain text with their anchors."""
+    return [
+        TocItem(
+            id=m[2],
+            title=unescape(_TAG.sub("", _ANCHOR_LINK.sub("", m[3]))).strip(),
+            level=int(m[1]),
+        )
+        for m in _HEADING.finditer(html)
+    ]
+
+
+def fix_first(html: str) -> tuple[str, str]:
+    """The body in reading order, cut in two: whatever comes before the first section with the
+    Fix section, then the other sections as written. A reader who arrives from an error wants
+    the fix on the first screen; the symptoms and the why are one link away. A body without a
+    Fix section comes back whole, as the first part."""
+    parts = _SECTION_START.split(html)
+    intro, sections = parts[0], parts[1:]
+    for index, section in enumerate(sections):
+        heading = _HEADING.match(section)
+        if heading and _TAG.sub("", heading[3]).strip().lower().startswith(("fix", "the fix")):
+            return intro + section, "".join(sections[:index] + sections[index + 1 :])
+    return html, ""
 
 
 def entry_url(entry_id: str) -> str:
@@ -127,6 +171,7 @@ def get_entry_details(session: Session, entry_id: str) -> EntryDetails | None:
         kind=entry.kind,
         tags=entry.tags,
         aliases=entry.aliases,
+        questions=entry.questions,
         versions=entry.versions,
         related=[
             RelatedOut(id=r.id, title=r.title, url=entry_url(r.id))

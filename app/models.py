@@ -85,6 +85,10 @@ class Entry(SQLModel, table=True):
     kind: str = Field(max_length=20, index=True)
     tags: list[str] = Field(default_factory=list, sa_type=JSON)
     aliases: list[str] = Field(default_factory=list, sa_type=JSON)
+    # Questions the entry answers, in readers' words (searchable, English or Chinese).
+    questions: list[str] = Field(
+        default_factory=list, sa_column_kwargs={"server_default": "[]"}, sa_type=JSON
+    )
     versions: str | None = Field(default=None, max_length=200)
     related: list[str] = Field(default_factory=list, sa_type=JSON)
     sources: list[str] = Field(default_factory=list, sa_type=JSON)
@@ -185,6 +189,8 @@ class User(SQLModel, table=True):
     password_hash: str = Field(max_length=200)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
     last_login_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    # When an admin disabled the account (None: enabled); its sessions and tokens stop meanwhile.
+    disabled_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
 
 class ApiToken(SQLModel, table=True):

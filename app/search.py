@@ -37,8 +37,8 @@ from app.search_index import (
 from app.storage import FeedMark
 
 FACET_FIELDS = {"kind": "kind", "tag": "tags"}
-HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases")
-STEMMED_FIELDS = ("title", "summary", "body")
+HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
+STEMMED_FIELDS = ("title", "summary", "body", "questions")
 HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
 _QUERY_WORD = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 # Wildcards and ranges become at most this many terms each, and a wildcard needs this many

@@ -43,12 +43,16 @@ logger = logging.getLogger(__name__)
 CURRENT_FILE = "CURRENT"
 STATE_FILE = "state.json"
 FEED_WINDOW = 1000  # sequence numbers below the newest that catch-up reads again
+# Moves whenever the schema or a document's fields change: an index of another version is
+# rebuilt rather than updated.
+SCHEMA_VERSION = 2
 
 # Field boosts: id and title > aliases and signatures > summary > body.
 FIELD_BOOSTS = {
     "id_text": 6.0,
     "title": 5.0,
     "aliases": 3.0,
+    "questions": 3.0,
     "signatures": 3.0,
     "summary": 2.0,
     "body": 1.0,
@@ -64,9 +68,10 @@ def build_schema(cjk: str = "bigram") -> Schema:
         id=ID(stored=True, unique=True),
         kind=ID(stored=True),
         tags=KEYWORD(stored=True, commas=True, lowercase=True, scorable=False),
-        id_text=TEXT(analyzer=code, phrase=False),
+        id_text=TEXT(analyzer=code),
         title=TEXT(analyzer=prose, stored=True),
         aliases=TEXT(analyzer=code, stored=True),
+        questions=TEXT(analyzer=prose, stored=True),
         signatures=TEXT(analyzer=code, stored=True),
         summary=TEXT(analyzer=prose, stored=True),
         body=TEXT(analyzer=prose, stored=True),
@@ -92,6 +97,7 @@ class IndexState:
     def to_json(self) -> str:
         return json.dumps(
             {
+                "schema": SCHEMA_VERSION,
                 "seq": self.seq,
                 "count": self.count,
                 "recent": list(self.recent),
@@ -117,11 +123,14 @@ def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
         "id_text": entry.id,
         "title": entry.title,
         "aliases": aliases,
+        "questions": "\n".join(entry.questions),
         "signatures": signature_text,
         "summary": entry.summary,
         "body": text.prose,
         "code": text.code,
-        "spell": " ".join((entry.title, entry.summary, aliases, signature_text, text.prose)),
+        "spell": " ".join(
+            (entry.title, entry.summary, aliases, *entry.questions, signature_text, text.prose)
+        ),
         "updated": entry.updated_at.isoformat() if entry.updated_at else "",
     }
 
@@ -155,6 +164,8 @@ def read_state(index_dir: Path) -> IndexState | None:
         return None
     try:
         data = json.loads((generation / STATE_FILE).read_text(encoding="utf-8"))
+        if data.get("schema", 1) != SCHEMA_VERSION:
+            return None  # built by another version: rebuilt, never updated in place
         return IndexState(
             generation,
             int(data["seq"]),

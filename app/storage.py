@@ -173,6 +173,46 @@ def recent_entries(session: Session, *, limit: int) -> Sequence[Entry]:
     return session.exec(query).all()
 
 
+ENTRY_ORDERS = {"title": func.lower(col(Entry.title)), "updated": col(Entry.updated_at)}
+
+
+def entry_listing(
+    session: Session,
+    *,
+    kind: str | None,
+    order_by: str,
+    descending: bool,
+    offset: int,
+    limit: int,
+) -> tuple[Sequence[Entry], int]:
+    """One page of the active entries (of one kind, or all) in `ENTRY_ORDERS` order, and how many
+    there are in all; ties are broken by id, so pages never overlap."""
+    where = [col(Entry.archived).is_(False)]
+    if kind:
+        where.append(col(Entry.kind) == kind)
+    key = ENTRY_ORDERS[order_by]
+    query = (
+        select(Entry)
+        .where(*where)
+        .order_by(key.desc() if descending else key, col(Entry.id))
+        .offset(offset)
+        .limit(limit)
+    )
+    total = session.exec(select(func.count()).select_from(Entry).where(*where)).one()
+    return session.exec(query).all(), total
+
+
+def count_by_kind(session: Session) -> dict[str, int]:
+    """How many active entries each kind has."""
+    query = (
+        select(Entry.kind, func.count())
+        .where(col(Entry.archived).is_(False))
+        .group_by(col(Entry.kind))
+        .order_by(col(Entry.kind))
+    )
+    return {kind: count for kind, count in session.exec(query).all()}
+
+
 def get_entries(session: Session, *, entry_ids: Sequence[str]) -> dict[str, Entry]:
     if not entry_ids:
         return {}
@@ -463,6 +503,7 @@ def _entry_fields(doc: EntryDocument) -> dict:
         "kind": front.kind,
         "tags": list(front.tags),
         "aliases": list(front.aliases),
+        "questions": list(front.questions),
         "versions": front.versions,
         "related": list(front.related),
         "sources": list(front.sources),
@@ -472,9 +513,30 @@ def _entry_fields(doc: EntryDocument) -> dict:
     }
 
 
-def archive_entry(session: Session, *, entry: Entry, actor: str, source: str) -> None:
+def archive_entry(
+    session: Session, *, entry: Entry, actor: str, source: str, message: str = ""
+) -> None:
+    """Take an entry out of search and matching; its history stays. With a `message` (why), the
+    archive is a revision of its own, with the same text, so the history says who and why."""
+    now = utcnow()
+    if message:
+        current = get_revision(session, entry_id=entry.id, number=entry.revision)
+        assert current is not None
+        entry.revision += 1
+        session.add(
+            Revision(
+                entry_id=entry.id,
+                number=entry.revision,
+                markdown=current.markdown,
+                content_hash=current.content_hash,
+                author=actor,
+                source=source,
+                message=message,
+                created_at=now,
+            )
+        )
     entry.archived = True
-    entry.updated_at = utcnow()
+    entry.updated_at = now
     entry.edited_since_ingest = source != "ingest"
     session.add(entry)
     _record_change(
