@@ -188,6 +188,8 @@ def search(
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         return
+    if result.corrected_from:
+        click.echo(f"showing results for: {result.query} (typed: {result.corrected_from})")
     if result.suggestion:
         click.echo(f"did you mean: {result.suggestion}")
     click.echo(f"{result.total} result(s)" + (" (some words only)" if result.relaxed else ""))

@@ -102,7 +102,10 @@ def test_relaxed_query_when_no_entry_has_every_word(service):
 
 
 def test_suggestion_for_a_typo(service):
-    assert service.search("sentance").suggestion == "sentence"
+    assert service.search("sentance", correct=False).suggestion == "sentence"
+    corrected = service.search("sentance")  # nothing has "sentance": "sentence" is searched
+    assert corrected.corrected_from == "sentance" and corrected.query == "sentence"
+    assert corrected.total == service.search("sentence").total > 0
     assert service.search("sentence").suggestion is None
     assert service.search("pitfal").suggestion is None  # the stem of "pitfall": it finds entries
 
@@ -231,4 +234,4 @@ def test_real_content_highlights_quote_the_message_once(real_service):
 
 
 def test_real_content_suggests_contiguous_for_a_typo(real_service):
-    assert real_service.search("contigous").suggestion == "contiguous"
+    assert real_service.search("contigous", correct=False).suggestion == "contiguous"

@@ -14,11 +14,22 @@ from itertools import islice
 from pathlib import Path
 
 from sqlalchemy import Engine
+from whoosh.analysis import STOP_WORDS
 from whoosh.collectors import TopCollector
 from whoosh.filedb.filestore import FileStorage
 from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
-from whoosh.qparser import AndGroup, MultifieldParser, OrGroup
-from whoosh.query import And, Every, MultiTerm, NullQuery, Or, Prefix, Query, Term, Wildcard
+from whoosh.query import (
+    And,
+    AndNot,
+    Every,
+    MultiTerm,
+    NullQuery,
+    Or,
+    Prefix,
+    Query,
+    Term,
+    Wildcard,
+)
 from whoosh.searching import Searcher
 
 from app.analysis import stem_word
@@ -26,6 +37,7 @@ from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.metrics import SEARCH_SECONDS
+from app.search.query import QueryBuilder, ReadQuery, read_query
 from app.search_index import (
     FIELD_BOOSTS,
     SEARCH_FIELDS,
@@ -40,7 +52,7 @@ FACET_FIELDS = {"kind": "kind", "tag": "tags"}
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
 STEMMED_FIELDS = ("title", "summary", "body", "questions")
 HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
-_QUERY_WORD = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
+_CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 # Wildcards and ranges become at most this many terms each, and a wildcard needs this many
 # literal characters before its first * or ?: `a*` alone would be most of the lexicon.
 MAX_TERM_EXPANSION = 64
@@ -73,6 +85,7 @@ class SearchResult:
     facets: dict[str, dict[str, int]] = field(default_factory=dict)
     suggestion: str | None = None
     relaxed: bool = False  # no entry had every word, so entries with any of them are shown
+    corrected_from: str | None = None  # the typed query, when these are its corrected results
 
     @property
     def pages(self) -> int:
@@ -90,6 +103,7 @@ class SearchResult:
             "facets": self.facets,
             "suggestion": self.suggestion,
             "relaxed": self.relaxed,
+            "corrected_from": self.corrected_from,
         }
 
 
@@ -125,6 +139,13 @@ class _PooledSearcher:
     generation: Path
     searcher: Searcher
     facet_sets: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+    builder: QueryBuilder | None = None
+
+    def query_builder(self) -> QueryBuilder:
+        if self.builder is None:
+            schema = self.searcher.schema
+            self.builder = QueryBuilder(schema, list(SEARCH_FIELDS), FIELD_BOOSTS)
+        return self.builder
 
 
 def _bounded_query(query: Query, searcher: Searcher, budget: list[int]) -> Query:
@@ -278,11 +299,9 @@ class SearchService:
 
     # -- searching -------------------------------------------------------------------------
 
-    def _parse(self, searcher: Searcher, text: str, group) -> Query:
-        parser = MultifieldParser(
-            list(SEARCH_FIELDS), searcher.schema, fieldboosts=FIELD_BOOSTS, group=group
-        )
-        return _bounded_query(parser.parse(text), searcher, [MAX_MULTI_TERMS])
+    def _parse(self, pooled: _PooledSearcher, read: ReadQuery, any_part: bool) -> Query:
+        query = pooled.query_builder().build(read, any_part=any_part)
+        return _bounded_query(query, pooled.searcher, [MAX_MULTI_TERMS])
 
     def _facet_set(self, pooled: _PooledSearcher, fieldname: str) -> dict[str, frozenset[int]]:
         cached = pooled.facet_sets.get(fieldname)
@@ -307,10 +326,12 @@ class SearchService:
             )
         return facets
 
-    def _suggest(self, searcher: Searcher, text: str) -> str | None:
+    def _suggest(self, searcher: Searcher, text: str, read: ReadQuery) -> str | None:
+        """`text` with its misspelt plain words corrected; field names, excluded words and
+        phrases are left as typed."""
         reader = searcher.reader()
         suggestion, changed = text, False
-        for word in set(_QUERY_WORD.findall(text)):
+        for word in dict.fromkeys(w for w in read.words if _CORRECTABLE.fullmatch(w)):
             check_budget()
             lowered = word.lower()
             if ("spell", lowered) in reader or any(
@@ -319,7 +340,7 @@ class SearchService:
                 continue
             found = searcher.suggest("spell", lowered, limit=1, maxdist=2, prefix=1)
             if found:
-                suggestion = re.sub(rf"\b{re.escape(word)}\b", found[0], suggestion)
+                suggestion = re.sub(rf"(?<![\w:\"-]){re.escape(word)}\b", found[0], suggestion)
                 changed = True
         return suggestion if changed else None
 
@@ -363,12 +384,15 @@ class SearchService:
         limit: int = 20,
         highlights: bool = True,
         facets: bool = True,
+        correct: bool = True,
     ) -> SearchResult:
         """Entries for `text`, best first, one page of them, with facet counts and a suggestion.
 
-        Within the search budget (`SearchTooSlow` past it); a query whose syntax fails is
-        searched as plain words; an index that cannot be read is rebuilt (`IndexUnavailable`
-        until then).
+        A query that finds nothing, or only some of its words, while a spelling correction
+        finds more, returns the corrected query's results (`corrected_from` holds what was
+        typed) unless `correct` is false. Within the search budget (`SearchTooSlow` past it);
+        an index that cannot be read is rebuilt (`IndexUnavailable` until then). The query
+        language is `app.search.query`'s: reading a query never fails.
         """
         self.catch_up()
         if self._damaged:
@@ -387,7 +411,7 @@ class SearchService:
         healthy = True
         try:
             with in_force(budget):
-                args = (pooled, kind, tag, page, limit, highlights, facets)
+                args = (pooled, kind, tag, page, limit, highlights, facets, correct)
                 try:
                     return self._search(text, *args)
                 except BudgetExceeded:
@@ -423,27 +447,37 @@ class SearchService:
         limit: int,
         highlights: bool,
         facets: bool,
+        correct: bool = True,
     ) -> SearchResult:
         searcher = pooled.searcher
         filters = [Term("kind", kind)] if kind else []
         if tag:
             filters.append(Term("tags", tag.lower()))
-        query = self._parse(searcher, text, AndGroup) if text else Every()
+        read = read_query(text)
+        query = self._parse(pooled, read, any_part=False) if read.parts else Every()
         relaxed = False
         collector = self._collect(searcher, query, filters, page * limit)
-        if not collector.docset and text:
-            relaxed_query = self._parse(searcher, text, OrGroup)
+        if not collector.docset and read.parts:
+            relaxed_query = self._parse(pooled, read, any_part=True)
             if relaxed_query != query:
                 query, relaxed = relaxed_query, True
                 collector = self._collect(searcher, query, filters, page * limit)
+        suggestion = self._suggest(searcher, text, read) if read.words else None
+        if suggestion and correct and (relaxed or not collector.docset):
+            # A typo: the corrected query's results at once, when they are better.
+            args = (pooled, kind, tag, page, limit, highlights, facets)
+            better = self._search(suggestion, *args, correct=False)
+            if better.total and (not collector.docset or not better.relaxed):
+                better.corrected_from = text
+                better.suggestion = None
+                return better
         matched = collector.docset
         result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
         result.hits = self._page(collector, query, page, limit, highlights)
         if facets:
             result.facets = self._facets(pooled, matched)
         result.relaxed = relaxed
-        if text:
-            result.suggestion = self._suggest(searcher, text)
+        result.suggestion = suggestion
         return result
 
     def _collect(
@@ -459,10 +493,14 @@ class SearchService:
         results = collector.results()
         schema = results.searcher.schema
         needles: dict[str, tuple[str, ...]] = {}
+        if isinstance(query, AndNot):
+            query = query.a  # excluded words are never highlighted
         if highlights:
             for fieldname, term in query.iter_all_terms():
                 if isinstance(term, bytes):
                     term = term.decode("utf-8")
+                if str(term) in STOP_WORDS:
+                    continue
                 needles.setdefault(fieldname, ())
                 needles[fieldname] += (str(term),)
         hits = []

@@ -166,9 +166,20 @@ def search(
     ),
     page: int = Query(1, ge=1, le=10_000),
     limit: int | None = Query(None, ge=1, le=200),
+    exact: bool = Query(
+        False,
+        description="Search the words as typed: no spelling correction (by default a query "
+        "that finds nothing, or only some of its words, is answered with the corrected "
+        "query's results and `corrected_from` holds what was typed)",
+    ),
 ) -> dict:
     result = service.search(
-        q, kind=kind, tag=tag, page=page, limit=limit or settings.search_page_size
+        q,
+        kind=kind,
+        tag=tag,
+        page=page,
+        limit=limit or settings.search_page_size,
+        correct=not exact,
     )
     return result.to_dict()
 

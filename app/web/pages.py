@@ -80,8 +80,11 @@ def search_page(
     kind: str | None = None,
     tag: str | None = None,
     page: int = Query(1, ge=1, le=10_000),
+    exact: bool = False,
 ):
-    result = service.search(q, kind=kind, tag=tag, page=page, limit=settings.search_page_size)
+    result = service.search(
+        q, kind=kind, tag=tag, page=page, limit=settings.search_page_size, correct=not exact
+    )
     # Error text typed or pasted into the search box is matched first, as on /match: a query
     # holds at most 2,000 characters, so this costs about what the search does.
     answer = None

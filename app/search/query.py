@@ -1,0 +1,186 @@
+"""The search box's query language, read by us rather than by Whoosh's parser.
+
+    "out of memory"     a phrase, on every field that keeps positions
+    -cuda  -"data parallel"   leaves out entries that have the word or phrase
+    title:memory  tag:ddp  kind:hang   only for the fields we know (FIELD_NAMES)
+    cuda OR mps         either word (AND is implied and may be typed)
+    cuda*               a prefix, bounded like every wildcard
+
+Anything else is text: an unknown `field:` (`RuntimeError: CUDA error`) is two words, brackets,
+carets and tildes are dropped, an unclosed quote runs to the end. Reading never fails, so a
+query can only be wrong, never an error; each part becomes a Whoosh query through the field's own
+analyzer, so what a part finds is what the same words find in the index.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from whoosh.qparser import AndGroup, MultifieldParser, QueryParser
+from whoosh.query import And, AndNot, Every, NullQuery, Or, Query, Term
+
+# What a reader may type before the colon, and the index field it means.
+FIELD_NAMES = {
+    "title": "title",
+    "summary": "summary",
+    "body": "body",
+    "text": "body",
+    "tag": "tags",
+    "tags": "tags",
+    "kind": "kind",
+    "id": "id_text",
+    "alias": "aliases",
+    "aliases": "aliases",
+    "signature": "signatures",
+    "signatures": "signatures",
+    "message": "signatures",
+    "code": "code",
+    "question": "questions",
+    "questions": "questions",
+}
+_FILTER_FIELDS = {"tags", "kind"}  # exact values, not analyzed text
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "«": '"', "»": '"', "＂": '"'})
+_PART = re.compile(
+    r"""(?P<neg>-)?
+        (?:(?P<field>[A-Za-z_]+):(?=\S))?
+        (?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"]+))""",
+    re.VERBOSE,
+)
+# Inside a word, only these survive: letters, digits, CJK, and the joiners of identifiers.
+_WORD_JUNK = re.compile(
+    r"[^\w.*?+#\-\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+"
+)
+_OPERATORS = {"AND", "OR", "NOT", "TO"}
+
+
+@dataclass(frozen=True)
+class Part:
+    text: str  # a word or a phrase's words, cleaned
+    phrase: bool = False
+    field: str | None = None  # an index field (a value of FIELD_NAMES)
+    negated: bool = False
+    either: bool = False  # joined to the previous part by OR
+
+
+@dataclass(frozen=True)
+class ReadQuery:
+    parts: tuple[Part, ...] = ()
+    words: tuple[str, ...] = field(default=())  # the plain positive words, for "did you mean"
+
+    @property
+    def empty(self) -> bool:
+        return not any(not p.negated for p in self.parts)
+
+    def plain(self) -> str:
+        """The positive words and phrases as plain text (what a fallback search reads)."""
+        return " ".join(p.text for p in self.parts if not p.negated)
+
+
+def _clean_word(word: str) -> str:
+    word = _WORD_JUNK.sub(" ", word).strip(" .-+")
+    return word
+
+
+def read_query(text: str) -> ReadQuery:
+    """Read `text` into parts; never raises."""
+    text = text.translate(_QUOTES)
+    parts: list[Part] = []
+    words: list[str] = []
+    pending_or = False
+    pending_not = False
+    for match in _PART.finditer(text):
+        negated = bool(match.group("neg")) or pending_not
+        pending_not = False
+        name = match.group("field")
+        fieldname = FIELD_NAMES.get(name.lower()) if name else None
+        phrase = match.group("phrase")
+        raw = match.group("word")
+        if phrase is None and raw in _OPERATORS and not negated and not name:
+            if raw == "OR" and parts:
+                pending_or = True
+            elif raw == "NOT":
+                pending_not = True
+            continue
+        found: list[Part] = []
+        if name and fieldname is None:
+            # Not a field we know: `RuntimeError:` or `foo:` is a word like any other.
+            found.append(Part(_clean_word(name), negated=negated))
+        if phrase is not None:
+            cleaned = " ".join(_clean_word(w) for w in phrase.split())
+            cleaned = " ".join(cleaned.split())
+            if cleaned:
+                is_phrase = len(cleaned.split()) > 1
+                found.append(Part(cleaned, phrase=is_phrase, field=fieldname, negated=negated))
+        elif raw is not None:
+            for piece in _clean_word(raw).split():
+                if piece.strip("*?"):
+                    found.append(Part(piece, field=fieldname, negated=negated))
+        for i, part in enumerate(found):
+            if part.text.strip("*?") == "":
+                continue
+            if i == 0 and pending_or and not part.negated:
+                part = Part(part.text, part.phrase, part.field, part.negated, either=True)
+            parts.append(part)
+            if not part.negated and part.field is None and not part.phrase:
+                words.append(part.text)
+        pending_or = False
+    return ReadQuery(tuple(parts), tuple(words))
+
+
+class QueryBuilder:
+    """Turns read parts into Whoosh queries over `fields` with their boosts."""
+
+    def __init__(self, schema, fields: list[str], boosts: dict[str, float]) -> None:
+        self._schema = schema
+        self._multi = MultifieldParser(fields, schema, fieldboosts=boosts, group=AndGroup)
+        self._single: dict[str, QueryParser] = {}
+
+    def _parser(self, fieldname: str | None):
+        if fieldname is None:
+            return self._multi
+        if fieldname not in self._single:
+            self._single[fieldname] = QueryParser(fieldname, self._schema, group=AndGroup)
+        return self._single[fieldname]
+
+    def part(self, part: Part) -> Query:
+        if part.field in _FILTER_FIELDS:
+            value = part.text.lower() if part.field == "tags" else part.text
+            return Term(part.field, value)
+        # The parts are clean: only word characters, joiners and wildcards, so the parser
+        # sees no syntax but a phrase's quotes.
+        text = f'"{part.text}"' if part.phrase else part.text
+        try:
+            return self._parser(part.field).parse(text)
+        except Exception:  # a part the parser cannot read finds nothing
+            return NullQuery
+
+    def build(self, read: ReadQuery, any_part: bool = False) -> Query:
+        """All positive parts (or any of them), without the negated ones."""
+        groups: list[list[Query]] = []
+        negated: list[Query] = []
+        parts = read.parts
+        if any_part:  # a phrase that found nothing may still find its words
+            parts = tuple(
+                Part(word, field=p.field, negated=p.negated, either=p.either)
+                if p.phrase and not p.negated
+                else p
+                for p in parts
+                for word in (p.text.split() if p.phrase and not p.negated else [p.text])
+            )
+        for part in parts:
+            query = self.part(part)
+            if part.negated:
+                negated.append(query)
+            elif part.either and groups:
+                groups[-1].append(query)
+            else:
+                groups.append([query])
+        positives = [g[0] if len(g) == 1 else Or(g) for g in groups]
+        positives = [q for q in positives if q is not NullQuery]
+        negated = [q for q in negated if q is not NullQuery]
+        if not positives:
+            # Only exclusions (`-cuda`): every entry but those.
+            return AndNot(Every(), Or(negated)).normalize() if negated else NullQuery
+        combined = Or(positives) if any_part else And(positives)
+        if negated:
+            combined = AndNot(combined, Or(negated))
+        return combined.normalize()

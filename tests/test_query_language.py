@@ -1,0 +1,188 @@
+"""The search box's query language: phrases, exclusions, known fields, OR, corrections; and
+the property that no string up to the limit makes `/api/v1/search` answer 5xx."""
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from app.search.query import read_query
+from app.settings import load_settings
+from tests.conftest import REPO_CONTENT
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """One app over the repository's entries (SQLite) for the read-only tests here."""
+    from app.web import create_app
+
+    data = tmp_path_factory.mktemp("query-language")
+    app = create_app(load_settings(data_dir=data / "data", content_dir=REPO_CONTENT))
+    with TestClient(app) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def search(client):
+    return client.app.state.search
+
+
+def ids(result) -> list[str]:
+    return [hit.id for hit in result.hits]
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def test_reading_sorts_words_phrases_exclusions_and_fields():
+    read = read_query('cuda "out of memory" -mps title:leak tag:DDP foo:bar')
+    parts = [(p.text, p.phrase, p.field, p.negated) for p in read.parts]
+    assert parts == [
+        ("cuda", False, None, False),
+        ("out of memory", True, None, False),
+        ("mps", False, None, True),
+        ("leak", False, "title", False),
+        ("DDP", False, "tags", False),
+        ("foo", False, None, False),  # an unknown field is a word like any other
+        ("bar", False, None, False),
+    ]
+    assert read.words == ("cuda", "foo", "bar")  # what "did you mean" may correct
+
+
+def test_reading_drops_syntax_and_keeps_identifiers():
+    read = read_query("(torch.cuda.FloatTensor) [a TO z] ^2 ~ size_mismatch, “smart quotes”")
+    assert [p.text for p in read.parts] == [
+        "torch.cuda.FloatTensor",
+        "a",
+        "z",
+        "2",
+        "size_mismatch",
+        "smart quotes",
+    ]
+    assert read.parts[-1].phrase
+
+
+def test_an_unclosed_quote_runs_to_the_end_and_operators_alone_are_nothing():
+    assert [(p.text, p.phrase) for p in read_query('"device side assert').parts] == [
+        ("device side assert", True)
+    ]
+    assert read_query("AND OR NOT (").parts == ()
+    read = read_query("ddp OR nccl NOT gloo")
+    assert [(p.text, p.either, p.negated) for p in read.parts] == [
+        ("ddp", False, False),
+        ("nccl", True, False),
+        ("gloo", False, True),
+    ]
+
+
+# -- searching the repository's entries ------------------------------------------------------
+
+
+def test_a_quoted_phrase_finds_the_phrase_on_every_field(search):
+    result = search.search('"out of memory"')
+    assert not result.relaxed and result.total >= 1
+    assert ids(result)[0] == "cuda-out-of-memory"
+    # Fewer than the words alone: the phrase is a phrase.
+    assert result.total < search.search("out of memory").total
+
+
+def test_a_phrase_nobody_wrote_falls_back_to_its_words(search):
+    result = search.search('"memory cuda out"')
+    assert result.relaxed and "cuda-out-of-memory" in ids(result)[:3]
+
+
+def test_minus_excludes_a_word(search):
+    every = set(ids(search.search("memory", limit=200)))
+    with_cuda = set(ids(search.search("memory cuda", limit=200)))
+    without = set(ids(search.search("memory -cuda", limit=200)))
+    assert with_cuda and without and without == every - with_cuda
+    only_excluded = search.search("-cuda", limit=200)
+    assert only_excluded.total == search.search("", limit=1).total - search.search("cuda").total
+
+
+def test_a_known_field_searches_that_field_only(search):
+    result = search.search("title:memory", limit=50)
+    assert result.total >= 2 and result.suggestion is None  # never "time:memory"
+    assert all("memor" in hit.title.lower() for hit in result.hits)
+    tagged = search.search("tag:ddp", limit=50)
+    assert tagged.total >= 2 and all("ddp" in hit.tags for hit in tagged.hits)
+
+
+def test_an_exception_name_before_a_colon_is_text(search):
+    result = search.search("RuntimeError: view size is not compatible")
+    assert ids(result)[0] == "view-non-contiguous"
+
+
+def test_or_joins_two_words(search):
+    either = set(ids(search.search("horovod OR mps", limit=200)))
+    assert either == set(ids(search.search("horovod", limit=200))) | set(
+        ids(search.search("mps", limit=200))
+    )
+
+
+def test_a_typo_shows_the_corrected_results_at_once(search):
+    result = search.search("contigous")
+    assert result.corrected_from == "contigous" and result.query == "contiguous"
+    assert ids(result)[0] == "view-non-contiguous"
+    typed = search.search("contigous", correct=False)
+    assert typed.total == 0 and typed.suggestion == "contiguous"
+
+
+def test_stop_words_and_excluded_words_are_never_highlighted(search):
+    for hit in search.search("the view of the tensor -cuda").hits:
+        marked = re.findall(r"<mark>(.*?)</mark>", hit.highlights)
+        assert not {m.lower() for m in marked} & {"the", "of", "cuda"}, hit.highlights
+
+
+def test_the_page_says_which_results_it_shows(client):
+    page = client.get("/search", params={"q": "contigous"})
+    assert page.status_code == 200
+    assert "Showing results for <strong>contiguous</strong>" in page.text
+    assert "exact=1" in page.text
+    exact = client.get("/search", params={"q": "contigous", "exact": "1"})
+    assert "Did you mean" in exact.text and "Showing results for" not in exact.text
+    api = client.get("/api/v1/search", params={"q": "contigous"}).json()
+    assert api["corrected_from"] == "contigous" and api["hits"]
+
+
+# -- never a 5xx ---------------------------------------------------------------------------
+
+SYNTAX = st.sampled_from(
+    ['"', ":", "-", "*", "?", "(", ")", "[", "]", "{", "}", "^", "~", "AND", "OR", "NOT", "TO"]
+)
+WORDS = st.sampled_from(
+    ["cuda", "title:", "tag:", "kind:", "id:", "显存", "多卡", "🔥", "torch.cuda", "a*", "\\"]
+)
+QUERIES = st.lists(st.one_of(SYNTAX, WORDS, st.text(max_size=12)), max_size=40).map(
+    lambda pieces: " ".join(pieces)[:2000]
+)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(query=QUERIES)
+@example(query='"out of memory"')
+@example(query='title:"')
+@example(query="-")
+@example(query='-"')
+@example(query="NOT NOT NOT")
+@example(query="*:*")
+@example(query="x" * 2000)
+@example(query="a* " * 30)
+def test_the_search_api_never_answers_5xx(client, query):
+    response = client.get("/api/v1/search", params={"q": query})
+    assert response.status_code < 500, (query, response.text[:300])
+    if response.status_code == 200:
+        assert isinstance(response.json()["hits"], list)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(max_size=2000))
+def test_any_text_up_to_the_limit_is_searched(client, query):
+    response = client.get("/api/v1/search", params={"q": query})
+    assert response.status_code < 500, (query, response.text[:300])
