@@ -211,10 +211,14 @@ def render_body(markdown: str) -> RenderedBody:
 
 
 def pygments_css() -> str:
-    """Stylesheet for highlighted code (light and dark), served as static/pygments.css."""
+    """Stylesheet for highlighted code, served as static/pygments.css: light, dark when the
+    reader chose dark (`data-theme` on the root), and dark when the system is unless they chose
+    light."""
     light = HtmlFormatter(style="default").get_style_defs("pre code")
-    dark = HtmlFormatter(style="monokai").get_style_defs("pre code")
-    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
+    dark = HtmlFormatter(style="monokai")
+    chosen = dark.get_style_defs(':root[data-theme="dark"] pre code')
+    system = dark.get_style_defs(':root:not([data-theme="light"]) pre code')
+    return f"{light}\n{chosen}\n@media (prefers-color-scheme: dark) {{\n{system}\n}}\n"
 
 
 @dataclass(frozen=True)

@@ -228,12 +228,24 @@ def save_draft(
     return saved, action
 
 
-def archive(session: Session, *, entry_id: str, actor: Principal, source: str) -> Entry:
+def archive(
+    session: Session,
+    *,
+    entry_id: str,
+    actor: Principal,
+    source: str,
+    reason: str | None = None,
+) -> Entry:
+    """Archive an entry; a `reason` (the web asks for one) becomes the message of a revision
+    that records the archive in the history. Archiving an archived entry changes nothing."""
+    message = "" if reason is None else "Archived: " + _clean_message(reason)
     entry = storage.lock_entry(session, entry_id)
     if entry is None:
         raise NotFound(f"There is no entry {entry_id!r}.")
     if not entry.archived:
-        storage.archive_entry(session, entry=entry, actor=actor.label, source=source)
+        storage.archive_entry(
+            session, entry=entry, actor=actor.label, source=source, message=message
+        )
         session.commit()
     return entry
 

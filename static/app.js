@@ -28,11 +28,35 @@
     });
   }
 
-  // A copy button on every code block.
+  // The light/dark switch: the choice is kept in localStorage and applied before the first paint
+  // by static/theme.js; until someone chooses, the system's prefers-color-scheme decides.
+  const toggle = document.getElementById("theme-toggle");
+  if (toggle) {
+    const system = matchMedia("(prefers-color-scheme: dark)");
+    const current = () => document.documentElement.dataset.theme || (system.matches ? "dark" : "light");
+    const label = () => {
+      const other = current() === "dark" ? "light" : "dark";
+      toggle.textContent = other === "dark" ? "Dark theme" : "Light theme";
+      toggle.setAttribute("aria-label", `Switch to the ${other} theme`);
+    };
+    toggle.addEventListener("click", () => {
+      const next = current() === "dark" ? "light" : "dark";
+      document.documentElement.dataset.theme = next;
+      try { localStorage.setItem("pitfalls-theme", next); } catch { /* kept for this page only */ }
+      label();
+    });
+    system.addEventListener("change", label);
+    label();
+    toggle.hidden = false;
+  }
+
+  // A copy button on every code block, in a bar above it: never over the code's last characters.
   for (const pre of document.querySelectorAll("main pre")) {
     const wrapper = document.createElement("div");
     wrapper.className = "code-block";
     pre.parentNode.insertBefore(wrapper, pre);
+    const bar = document.createElement("div");
+    bar.className = "code-bar";
     const button = document.createElement("button");
     button.type = "button";
     button.className = "copy";
@@ -52,17 +76,53 @@
       }
       setTimeout(() => { button.textContent = "Copy"; }, 1500);
     });
-    wrapper.append(button, pre);
+    bar.append(button);
+    wrapper.append(bar, pre);
   }
 
-  // Results as you type, from the JSON API, under the search box in the header.
+  // Results as you type, from the JSON API, under the search box in the header: a listbox that
+  // the arrow keys walk, Enter opens and Escape closes; the focus stays in the box.
   const box = document.getElementById("q");
   const list = document.getElementById("live-results");
   if (!box || !list) return;
   let timer = 0;
   let latest = 0;
-  const hide = () => { list.hidden = true; list.replaceChildren(); };
+  let active = -1;
+  const options = () => [...list.querySelectorAll("[role=option]")];
+  const choose = (index) => {
+    const all = options();
+    active = all.length ? (index + all.length) % all.length : -1;
+    all.forEach((option, i) => option.setAttribute("aria-selected", String(i === active)));
+    if (active >= 0) {
+      box.setAttribute("aria-activedescendant", all[active].id);
+      all[active].scrollIntoView({ block: "nearest" });
+    } else {
+      box.removeAttribute("aria-activedescendant");
+    }
+  };
+  const hide = () => {
+    list.hidden = true;
+    list.replaceChildren();
+    active = -1;
+    box.removeAttribute("aria-activedescendant");
+    box.setAttribute("aria-expanded", "false");
+  };
+  const option = (index, link) => {
+    const item = document.createElement("li");
+    item.id = `live-option-${index}`;
+    item.setAttribute("role", "option");
+    item.setAttribute("aria-selected", "false");
+    link.tabIndex = -1;  // the box keeps the focus; arrows move the choice
+    item.append(link);
+    return item;
+  };
+  const results = (total) => (total === 1 ? "The 1 result" : `All ${total} results`);
+  list.setAttribute("role", "listbox");
+  list.setAttribute("aria-label", "Matching entries");
+  box.setAttribute("role", "combobox");
   box.setAttribute("aria-controls", "live-results");
+  box.setAttribute("aria-autocomplete", "list");
+  box.setAttribute("aria-expanded", "false");
   box.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(async () => {
@@ -72,29 +132,41 @@
       const response = await fetch(`${ROOT}/api/v1/search?limit=8&q=${encodeURIComponent(text)}`);
       if (!response.ok || ticket !== latest) return;
       const data = await response.json();
-      const items = data.hits.map((hit) => {
-        const item = document.createElement("li");
+      const items = data.hits.map((hit, index) => {
         const link = document.createElement("a");
         link.href = ROOT + hit.url;
         link.textContent = hit.title;
         const kind = document.createElement("span");
         kind.className = "kind";
         kind.textContent = hit.kind;
-        item.append(link, " ", kind);
+        const item = option(index, link);
+        item.append(" ", kind);
         return item;
       });
-      const all = document.createElement("li");
-      all.className = "all";
       const more = document.createElement("a");
       more.href = `${ROOT}/search?q=${encodeURIComponent(text)}`;
-      more.textContent = data.total ? `All ${data.total} results` : "No results: paste the traceback instead";
+      more.textContent = data.total ? results(data.total) : "No results: paste the traceback instead";
       if (!data.total) more.href = `${ROOT}/match`;
-      all.append(more);
+      const all = option(items.length, more);
+      all.classList.add("all");
       list.replaceChildren(...items, all);
       list.hidden = false;
+      box.setAttribute("aria-expanded", "true");
+      active = -1;
+      box.removeAttribute("aria-activedescendant");
     }, 180);
   });
-  box.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { hide(); return; }
+    if (list.hidden) return;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      event.preventDefault();
+      choose(event.key === "ArrowDown" ? active + 1 : (active < 0 ? -1 : active - 1));
+    } else if (event.key === "Enter" && active >= 0) {
+      event.preventDefault();  // open the chosen entry, not the search page
+      window.location.assign(options()[active].querySelector("a").href);
+    }
+  });
   document.addEventListener("click", (event) => { if (!list.contains(event.target) && event.target !== box) hide(); });
 
   // The editor: problems, preview and the signature tester follow the text as it is typed.

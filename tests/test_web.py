@@ -5,6 +5,8 @@ import re
 import pytest
 from markupsafe import escape
 
+from app.entry_details import fix_first
+
 pytestmark = pytest.mark.both_databases
 
 
@@ -65,7 +67,11 @@ def test_entry_page_and_json_twin(real_client):
     data = response.json()
     assert response.headers["etag"] == f'"{data["revision"]}"'
     assert data["markdown"].startswith("---\nid: view-non-contiguous\n")
-    assert data["signatures"] and data["html"] in page.text
+    assert data["signatures"]
+    # The same body, its Fix section first (the fix on a reader's first screen).
+    first, rest = fix_first(data["html"])
+    assert first.startswith('<h2 id="fix">') and first in page.text and rest in page.text
+    assert page.text.index('id="fix"') < page.text.index('id="what-you-see"')
 
 
 def test_one_error_shape_for_the_api_and_a_page_for_people(real_client):

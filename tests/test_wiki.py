@@ -165,6 +165,10 @@ def test_every_write_route_refuses_anonymous_callers_readers_and_read_tokens(wik
             # Everyone signed in manages their own tokens; token 1 belongs to the CLI, not rita.
             assert as_reader.status_code in (200, 422), (method, path, as_reader.status_code)
             continue
+        if path.startswith(("/account/", "/api/v1/me/")):
+            # Everyone signed in changes their own password; this body holds no password.
+            assert as_reader.status_code in (400, 422), (method, path, as_reader.status_code)
+            continue
         assert as_reader.status_code == 403, (method, path, as_reader.status_code)
     after = wiki.writes_recorded()
     # Nothing reached an entry. Rita may use /tokens, but the body above has no token name (so
@@ -563,6 +567,75 @@ def test_recent_changes_page_and_atom_feed(wiki: Wiki):
     assert first.find("a:summary", ns).text == "Cause & effect"
     assert first.find("a:author/a:name", ns).text == "token:ci-bot"
     assert "third-entry/diff?from=1&to=2" in first.find("a:link", ns).attrib["href"]
+
+
+def test_archiving_in_the_browser_asks_why_and_the_history_keeps_it(wiki: Wiki):
+    assert wiki.login("rita").get("/entries/first-entry/archive").status_code == 403
+    alice = wiki.login("alice")
+    entry_page = alice.get("/entries/first-entry")
+    assert 'href="/entries/first-entry/archive"' in entry_page.text  # a link to ask first
+    assert 'action="/entries/first-entry/archive"' not in entry_page.text  # not a one-click form
+    confirm = alice.get("/entries/first-entry/archive")
+    assert confirm.status_code == 200 and 'name="reason"' in confirm.text
+    token = csrf_of(confirm.text)
+    before = wiki.writes_recorded()
+    for reason in ("", "   "):
+        refused = alice.post(
+            "/entries/first-entry/archive", data={"csrf_token": token, "reason": reason}
+        )
+        assert refused.status_code == 422 and "Say why the entry is archived" in refused.text
+    assert wiki.writes_recorded() == before
+    assert wiki.anonymous().get("/api/v1/entries/first-entry").json()["archived"] is False
+
+    done = alice.post(
+        "/entries/first-entry/archive",
+        data={"csrf_token": token, "reason": "Merged into <second-entry>"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303
+    history = wiki.anonymous().get("/api/v1/entries/first-entry/revisions").json()
+    assert [(r["number"], r["author"], r["message"]) for r in history[:1]] == [
+        (2, "alice", "Archived: Merged into <second-entry>")
+    ]
+    assert history[0]["content_hash"] == history[1]["content_hash"]  # the text is unchanged
+    page = wiki.anonymous().get("/entries/first-entry/history")
+    assert "Archived: Merged into &lt;second-entry&gt;" in page.text
+    changes = wiki.anonymous().get("/api/v1/changes").json()
+    newest = changes["changes"][0] if isinstance(changes, dict) else changes[0]
+    assert (newest["action"], newest["message"]) == (
+        "archive",
+        "Archived: Merged into <second-entry>",
+    )
+    # Restoring brings the same text back as a new revision.
+    restored = alice.post(
+        "/entries/first-entry/revisions/2/restore",
+        data={"csrf_token": token},
+        follow_redirects=False,
+    )
+    assert restored.status_code == 303
+    assert wiki.anonymous().get("/api/v1/entries/first-entry").json()["revision"] == 3
+
+
+def test_the_diff_page_shows_both_sides_with_the_changes_marked(wiki: Wiki):
+    client, headers = wiki.anonymous(), wiki.bearer("ci-bot")
+    doc = client.get("/api/v1/entries/third-entry").json()
+    client.put(
+        "/api/v1/entries/third-entry",
+        json={
+            "markdown": doc["markdown"].replace("Because.", "Because <b>so</b>."),
+            "message": "Say why",
+        },
+        headers={**headers, "If-Match": '"1"'},
+    )
+    page = client.get("/entries/third-entry/diff", params={"from": 1, "to": 2})
+    assert page.status_code == 200
+    table = page.text.split('class="sbs"')[1].split("</table>")[0]
+    row = re.search(r'<tr class="changed">.*?</tr>', table, re.S).group(0)
+    assert '<td class="old">Because.</td>' in row  # user text escaped, the insertion marked
+    assert '<td class="new">Because<ins> &lt;b&gt;so&lt;/b&gt;</ins>.</td>' in row
+    assert 'class="diff"' in page.text  # the unified diff is still there
+    same = client.get("/entries/third-entry/diff", params={"from": 2, "to": 2})
+    assert "same text" in same.text and 'class="sbs"' not in same.text
 
 
 def test_admin_adds_users_and_sees_the_audit_log(wiki: Wiki):

@@ -6,7 +6,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from app import storage
 from app.answers import answer_paste
 from app.catalog import get_overview, get_tag_page
-from app.entry_details import get_entry_details
+from app.entry_details import fix_first, get_entry_details, table_of_contents
 from app.tracebacks import parse_traceback
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
@@ -110,4 +110,7 @@ def entry_page(request: Request, entry_id: str, session: SessionDep):
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
-    return render(request, "entry.html", {"entry": details}, f"/api/v1/entries/{entry_id}")
+    first, rest = fix_first(details.html)
+    toc = table_of_contents(first + rest)
+    context = {"entry": details, "first": first, "rest": rest, "toc": toc}
+    return render(request, "entry.html", context, f"/api/v1/entries/{entry_id}")

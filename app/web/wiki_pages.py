@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import storage
 from app.catalog import NotFound
+from app.diffs import side_by_side
 from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.inbox import clusters as inbox_clusters
 from app.web.api import draft_out
@@ -203,9 +204,46 @@ def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
     return {"message": str(exc), "latest": latest, "theirs": theirs, "yours": yours}
 
 
-@router.post("/entries/{entry_id}/archive")
+def _archive_form(
+    request: Request,
+    session: Session,
+    entry_id: str,
+    *,
+    reason: str = "",
+    refused: str | None = None,
+    status_code: int = 200,
+):
+    entry = storage.get_entry(session, entry_id)
+    if entry is None:
+        raise NotFound(f"There is no entry {entry_id!r} to archive.")
+    context = {"entry": entry, "reason": reason, "refused": refused}
+    return render(request, "archive.html", context, status_code=status_code)
+
+
+@router.get("/entries/{entry_id}/archive", response_class=HTMLResponse)
+def confirm_archive(entry_id: str, request: Request, session: SessionDep, _: Editor):
+    """Archiving asks first, and asks why: a form that works without JavaScript."""
+    return _archive_form(request, session, entry_id)
+
+
+@router.post("/entries/{entry_id}/archive", response_class=HTMLResponse)
 async def archive_entry(request: Request, entry_id: str, session: SessionDep, principal: Editor):
-    await run_in_threadpool(archive, session, entry_id=entry_id, actor=principal, source="web")
+    reason = (await form_fields(request)).get("reason", "")
+    try:
+        await run_in_threadpool(
+            archive, session, entry_id=entry_id, actor=principal, source="web", reason=reason
+        )
+    except SaveRefused as exc:
+        refused = f"Say why the entry is archived: {exc}" if not reason.strip() else str(exc)
+        return await run_in_threadpool(
+            _archive_form,
+            request,
+            session,
+            entry_id,
+            reason=reason,
+            refused=refused,
+            status_code=exc.status,
+        )
     return see_other(request, f"/entries/{entry_id}")
 
 
@@ -273,7 +311,8 @@ def diff_page(
     after = revision_detail(session, entry_id, new)
     html = diff_html(before.markdown, after.markdown, f"revision {old}", f"revision {new}")
     entry = storage.get_entry(session, entry_id)
-    context = {"entry": entry, "before": before, "after": after, "diff": html}
+    rows = side_by_side(before.markdown, after.markdown)
+    context = {"entry": entry, "before": before, "after": after, "diff": html, "rows": rows}
     return render(request, "diff.html", context)
 
 
