@@ -6,6 +6,8 @@
 
 import re
 import threading
+from collections import OrderedDict
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
@@ -170,6 +172,11 @@ class MatcherCache:
     def expire(self) -> None:
         self._watcher.expire()
 
+    @property
+    def mark(self) -> storage.FeedMark | None:
+        """The feed's mark the current matcher was built at."""
+        return self._mark
+
     def current(self) -> PasteMatcher:
         # The mark may have been read by another thread (the feed follower) that is building
         # the new matcher right now: compare with the newest mark read by anyone, and wait on
@@ -181,9 +188,11 @@ class MatcherCache:
             mark = self._watcher.last
             if self._matcher is None or mark != self._mark:
                 with Session(self.engine) as session:
+                    # Only what changed is compiled and read again.
                     matcher = PasteMatcher.build(
                         storage.active_signature_records(session),
                         storage.active_entry_texts(session),
+                        previous=self._matcher,
                     )
                 # the first match builds the DFA lazily
                 matcher.signatures.match_message("warm up the DFA")
@@ -241,9 +250,52 @@ def foreign_library(parsed: ParsedPaste) -> str | None:
     return None
 
 
+class EntryParts(NamedTuple):
+    fix_markdown: str
+    fix_html: str
+    snippets: tuple[SnippetOut, ...]
+
+
+class EntryPartsCache:
+    """An answer's parts that depend on the entry's text alone, made once per text.
+
+    Keyed by the entry's id and the hash of its whole Markdown (its snippets' line numbers count
+    the front-matter), so a new revision is a new key and no database can be served another's
+    parts; rendering the Fix with Pygments was half of what a paste cost. Bounded (LRU).
+    """
+
+    def __init__(self, max_entries: int = 2048) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[tuple[str, str], EntryParts] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, session: Session, entry) -> EntryParts:
+        key = (entry.id, entry.content_hash)
+        with self._lock:
+            parts = self._items.get(key)
+            if parts is not None:
+                self._items.move_to_end(key)
+                return parts
+        fix = markdown_section(entry.body_markdown, "Fix")
+        snippets = storage.entry_snippets(session, entry_id=entry.id)
+        parts = EntryParts(
+            fix, render_body(fix).html if fix else "", tuple(SnippetOut.of(s) for s in snippets)
+        )
+        with self._lock:
+            self._items[key] = parts
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+        return parts
+
+
+entry_parts = EntryPartsCache()
+
+
 def _entry_match(session: Session, entry, match, fingerprint: str | None = None) -> MatchOut:
-    fix = markdown_section(entry.body_markdown, "Fix")
-    snippets = storage.entry_snippets(session, entry_id=entry.id)
+    parts = entry_parts.get(session, entry)
     found = match.signature
     why = None
     if found is not None:
@@ -268,9 +320,9 @@ def _entry_match(session: Session, entry, match, fingerprint: str | None = None)
         why=why,
         likely_words=list(match.words),
         captures=found.hit.captures if found is not None else {},
-        fix_markdown=fix,
-        fix_html=render_body(fix).html if fix else "",
-        snippets=[SnippetOut.of(s) for s in snippets],
+        fix_markdown=parts.fix_markdown,
+        fix_html=parts.fix_html,
+        snippets=list(parts.snippets),
         outcomes=outcome_stats(session, entry.id, fingerprint=fingerprint)
         if fingerprint
         else OutcomeStats(),

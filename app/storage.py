@@ -22,6 +22,7 @@ from app.models import (
     AppSecret,
     Change,
     Entry,
+    Outcome,
     Revision,
     Signature,
     Snippet,
@@ -348,6 +349,34 @@ def feed_mark(session: Session) -> FeedMark:
     return FeedMark(int(row[0]), int(row[1]))
 
 
+class ContentMark(NamedTuple):
+    """Everything a reader's page can show moves this: the change feed (entries, revisions), the
+    outcome reports (a new one, or one replaced: its time is then the newest) and the verify
+    results. Equal marks mean equal pages, so a cached page is served only under its mark."""
+
+    feed: FeedMark
+    outcome_id: int
+    outcome_at: str
+    verification_id: int
+
+
+def content_mark(session: Session) -> ContentMark:
+    """Read in one statement (one snapshot), each part by an index or a key."""
+    scalar = select(func.count()).select_from(Change).scalar_subquery()
+    row = session.exec(
+        select(
+            scalar,
+            select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery(),
+            select(func.coalesce(func.max(Outcome.id), 0)).scalar_subquery(),
+            select(func.max(Outcome.created_at)).scalar_subquery(),
+            select(func.coalesce(func.max(Verification.id), 0)).scalar_subquery(),
+        )
+    ).one()
+    return ContentMark(
+        FeedMark(int(row[0]), int(row[1])), int(row[2]), str(row[3] or ""), int(row[4])
+    )
+
+
 def _feed_count():
     return select(func.count()).select_from(Change).scalar_subquery()
 
@@ -389,7 +418,7 @@ def _record_change(
     handed out at insert and seen at commit, so two writers could commit in the reverse order of
     their numbers and a reader that follows `seq > last` would skip the late one: writers take a
     transaction-level advisory lock first, which makes number order the commit order (SQLite
-    already has one writer at a time). Catch-up also re-reads a window: see search_index."""
+    already has one writer at a time). Catch-up also re-reads a window: see app.search.index."""
     session.info[FEED_WRITTEN] = True  # this process's caches look again at commit
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": FEED_LOCK_KEY})

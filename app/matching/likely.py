@@ -189,35 +189,44 @@ class _Doc:
     exception_types: frozenset[str]
 
 
+def _read_entry(entry: EntryText) -> "_Doc":
+    fields = {
+        "examples": " ".join(entry.examples),
+        "title": entry.title,
+        "aliases": " ".join(entry.aliases),
+        "symptoms": entry.symptoms,
+        "summary": entry.summary,
+    }
+    terms: Counter = Counter()
+    for name, text in fields.items():
+        for token in tokens(normalize_message(text)):
+            terms[token] += _WEIGHTS[name]
+    return _Doc(
+        entry_id=entry.entry_id,
+        terms=terms,
+        length=float(sum(terms.values())),
+        vocabulary=frozenset(terms),
+        examples=[frozenset(tokens(normalize_message(e))) for e in entry.examples],
+        exception_types=entry.exception_types,
+    )
+
+
 class LikelyIndex:
     """An inverted index of the entries' texts; `candidates` proposes and describes entries."""
 
-    def __init__(self, entries: Iterable[EntryText]) -> None:
+    def __init__(self, entries: Iterable[EntryText], previous: "LikelyIndex | None" = None) -> None:
+        """`previous`: an index of this process whose tokenized entries are reused where an
+        entry's text is unchanged (a save re-reads only the entries that changed)."""
         self._docs: list[_Doc] = []
+        self._doc_of: dict[EntryText, _Doc] = {}
+        known = previous._doc_of if previous is not None else {}
         postings: dict[str, list[tuple[int, float]]] = {}
         for entry in entries:
-            fields = {
-                "examples": " ".join(entry.examples),
-                "title": entry.title,
-                "aliases": " ".join(entry.aliases),
-                "symptoms": entry.symptoms,
-                "summary": entry.summary,
-            }
-            terms: Counter = Counter()
-            for name, text in fields.items():
-                for token in tokens(normalize_message(text)):
-                    terms[token] += _WEIGHTS[name]
-            doc = _Doc(
-                entry_id=entry.entry_id,
-                terms=terms,
-                length=float(sum(terms.values())),
-                vocabulary=frozenset(terms),
-                examples=[frozenset(tokens(normalize_message(e))) for e in entry.examples],
-                exception_types=entry.exception_types,
-            )
+            doc = known.get(entry) or self._doc_of.get(entry) or _read_entry(entry)
+            self._doc_of[entry] = doc
             index = len(self._docs)
             self._docs.append(doc)
-            for term, weight in terms.items():
+            for term, weight in doc.terms.items():
                 postings.setdefault(term, []).append((index, weight))
         count = max(1, len(self._docs))
         self._average = sum(d.length for d in self._docs) / count if self._docs else 1.0

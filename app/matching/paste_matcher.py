@@ -90,16 +90,23 @@ class PasteMatcher:
         signatures: SignatureMatcher,
         entries: Iterable[EntryText],
         model: Model | None = None,
+        previous: "PasteMatcher | None" = None,
     ) -> None:
         self.signatures = signatures
-        self.likely = LikelyIndex(entries)
+        self.likely = LikelyIndex(entries, previous.likely if previous is not None else None)
         self.model = model if model is not None else load_model()
 
     @classmethod
     def build(
-        cls, records: Iterable[SignatureRecord], entries: Iterable[EntryText], model=None
+        cls,
+        records: Iterable[SignatureRecord],
+        entries: Iterable[EntryText],
+        model=None,
+        previous: "PasteMatcher | None" = None,
     ) -> "PasteMatcher":
-        return cls(SignatureMatcher(records), entries, model)
+        """`previous`: the matcher this one replaces; what it read and compiled of unchanged
+        entries is reused (signatures are also shared with any other live matcher)."""
+        return cls(SignatureMatcher(records), entries, model, previous)
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
         vetoed: set[str] = set()

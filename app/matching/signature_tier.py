@@ -10,7 +10,10 @@ Ranking prefers the final exception over earlier ones in a chain, an agreeing ex
 matching frame, and the more specific pattern; the result is a confidence in [0, 1].
 """
 
+import copy
 import re
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -81,16 +84,37 @@ class PitfallMatch:
 
 
 class _Chunk:
-    def __init__(self, records: Sequence[int], patterns: Sequence[str], max_mem: int) -> None:
+    """One compiled RE2 set. `records` are its patterns' signatures in set order; `indices` map
+    them to a matcher's positions (-1: no longer in that matcher, a dead slot left in the set)."""
+
+    def __init__(self, records: Sequence[SignatureRecord], max_mem: int) -> None:
         options = re2.Options()
         options.log_errors = False
         options.max_mem = max_mem
-        self.indices = list(records)  # matcher-wide index of each pattern, in set order
+        self.max_mem = max_mem
+        self.records = tuple(records)
+        self.indices: list[int] = []
         self.set = re2.Set.SearchSet(options)
         self.set.Add(_SENTINEL)
-        for pattern in patterns:
-            self.set.Add(pattern)
+        for record in self.records:
+            self.set.Add(record.message)
         self.set.Compile()
+
+    def placed(self, position: dict[SignatureRecord, int]) -> "_Chunk":
+        """The same compiled set, its slots mapped to another matcher's positions."""
+        chunk = copy.copy(self)
+        chunk.indices = [position.get(record, -1) for record in self.records]
+        return chunk
+
+
+# Matchers alive in this process, whose compiled patterns and sets a new matcher may reuse: a
+# save or a change from the feed then compiles only the signatures that changed. Weak: a
+# matcher nobody uses any more is not kept alive for this.
+_donors: "weakref.WeakSet[SignatureMatcher]" = weakref.WeakSet()
+_donors_lock = threading.Lock()
+# A reused set keeps the patterns of signatures that are gone as dead slots; below this share
+# of live ones it is compiled afresh.
+MIN_LIVE_SHARE = 0.5
 
 
 class SignatureMatcher:
@@ -102,35 +126,69 @@ class SignatureMatcher:
         *,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         set_memory: int = DEFAULT_SET_MEMORY,
+        reuse: bool = True,
     ) -> None:
+        """`reuse`: take what other matchers of this process have compiled (patterns and whole
+        sets) for the same signatures; the result matches exactly as a fresh build does. Without
+        it everything is compiled here (what others may then reuse)."""
+        with _donors_lock:
+            donors = list(_donors) if reuse else []
+        self._compiled: dict[SignatureRecord, tuple] = {}
         self._records: list[SignatureRecord] = []
         self._regexes = []
         self._frames = []
         self._contexts = []
         self._specificity: list[int] = []
         for record in records:
-            try:
-                regex = compile_pattern(record.message)
-                frame = compile_pattern(record.frame) if record.frame else None
-                context = compile_pattern(record.context) if record.context else None
-            except PatternError:
-                continue  # reported by the checker; a broken pattern must not stop the rest
+            compiled = self._compiled.get(record)
+            if compiled is None:
+                compiled = next(
+                    (d._compiled[record] for d in donors if record in d._compiled), None
+                )
+            if compiled is None:
+                try:
+                    compiled = (
+                        compile_pattern(record.message),
+                        compile_pattern(record.frame) if record.frame else None,
+                        compile_pattern(record.context) if record.context else None,
+                        literal_length(record.message),
+                    )
+                except PatternError:
+                    continue  # reported by the checker; a broken pattern must not stop the rest
+            self._compiled[record] = compiled
             self._records.append(record)
+            regex, frame, context, specificity = compiled
             self._regexes.append(regex)
             self._frames.append(frame)
             self._contexts.append(context)
-            self._specificity.append(literal_length(record.message))
+            self._specificity.append(specificity)
+        position = {record: i for i, record in enumerate(self._records)}
+        if len(position) != len(self._records):
+            donors = []  # the same signature twice: sets are not shared then
         self._chunks: list[_Chunk] = []
-        for start in range(0, len(self._records), chunk_size):
-            indices = range(start, min(start + chunk_size, len(self._records)))
+        covered: set[SignatureRecord] = set()
+        for donor in donors:
+            for chunk in donor._chunks:
+                live = [r for r in chunk.records if r in position]
+                if (
+                    chunk.max_mem == set_memory
+                    and len(live) >= MIN_LIVE_SHARE * len(chunk.records)
+                    and covered.isdisjoint(live)
+                ):
+                    self._chunks.append(chunk.placed(position))
+                    covered.update(live)
+        rest = [r for r in self._records if r not in covered]
+        for start in range(0, len(rest), chunk_size):
             try:
-                chunk = _Chunk(indices, [self._records[i].message for i in indices], set_memory)
+                chunk = _Chunk(rest[start : start + chunk_size], set_memory)
             except re2.error as exc:
                 raise RuntimeError(
                     "the signature set did not compile within its memory budget"
                 ) from exc
-            self._chunks.append(chunk)
+            self._chunks.append(chunk.placed(position))
         self.fallbacks = 0  # how often a set failed at match time and patterns ran one by one
+        with _donors_lock:
+            _donors.add(self)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -146,9 +204,10 @@ class SignatureMatcher:
             result = chunk.set.Match(text) or []
             if 0 not in result:  # not even the sentinel: the set failed, search one by one
                 self.fallbacks += 1
-                found.extend(i for i in chunk.indices if self._regexes[i].search(text))
+                found.extend(i for i in chunk.indices if i >= 0 and self._regexes[i].search(text))
                 continue
-            found.extend(chunk.indices[j - 1] for j in result if j)
+            found.extend(i for j in result if j and (i := chunk.indices[j - 1]) >= 0)
+        found.sort()  # the matcher's order, however its sets were put together
         return found
 
     def frame_matches(self, index: int, files: Sequence[str]) -> bool | None:

@@ -24,8 +24,9 @@ from app.storage import create_db_engine, setup_lock, upgrade_schema
 from app.web import account_pages, api, match, ops, pages, wiki_pages
 from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
+from app.web.caching import ReaderCache
 from app.web.errors import install_error_handlers
-from app.web.headers import add_security_headers
+from app.web.headers import SecurityHeaders
 from app.web.mcp_http import mcp_route
 from app.web.observe import Observe
 
@@ -120,10 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.append(route)
     install_error_handlers(app)
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next):
-        return add_security_headers(await call_next(request), request.url.path)
-
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(AllowHeader)  # a 405's Allow names every method of the path
     # Signed (not encrypted) cookie holding a login session's key and the CSRF token; HttpOnly
     # always, SameSite=Lax so that other sites' forms do not carry it.
@@ -136,6 +134,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         https_only=settings.secure_cookies,
         path=settings.root_path or "/",
     )
+    # Outside the sessions: a page that sets a cookie is seen, and never kept.
+    app.add_middleware(ReaderCache)
     app.add_middleware(Observe)  # outermost: the request id is set before anything logs
     return app
 

@@ -1,0 +1,223 @@
+"""Readers' pages and their JSON, served from memory while nothing they show has changed.
+
+Pure ASGI middleware in front of the session middleware. For a GET of a reader's page or its
+JSON twin (home, search, tags, entries) by an anonymous visitor (no session cookie, no
+`Authorization`) on a site whose reading is public, it reads the database's content mark (the
+change feed, outcome reports, verify results: one small query) and
+- answers from a bounded LRU of rendered responses kept under that mark and URL, or renders the
+  page and keeps it (only a 200 that sets no cookie, rendered while this process's search index
+  and matcher stood at the same feed mark);
+- gives every such response an `ETag` (the route's own where it sets one: an entry's JSON keeps
+  its revision, which `If-Match` compares) and answers `If-None-Match` with 304.
+
+A write moves the mark, so the next request renders afresh and gets a new ETag; nothing is kept
+past a change. Signed-in visitors and every other route pass through untouched.
+"""
+
+import hashlib
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import anyio
+from sqlmodel import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import __version__, storage
+from app.search_index import read_state
+from app.web.auth import SESSION_COOKIE
+
+# Reader routes whose answer is a function of the URL and the content mark alone, for anonymous
+# visitors. The entry routes exclude the editor's own paths.
+CACHED_PATHS = re.compile(
+    r"^(?:/|/search|/tags/[^/]+|/entries/(?!(?:new|check)$)[^/]+"
+    r"|/api/v1/(?:search|overview|tags/[^/]+|entries/[^/]+))$"
+)
+MAX_ENTRIES = 1024
+MAX_BYTES = 64 << 20
+# Headers a kept response must not carry to another request.
+_PER_REQUEST = {b"x-request-id", b"set-cookie", b"date", b"server"}
+
+
+@dataclass(frozen=True)
+class Kept:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    etag: bytes
+    route: object = None  # for the request metrics, as if the route had answered
+
+
+class ResponseCache:
+    """A bounded LRU of rendered responses (by count and by bytes); used from the event loop."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict[tuple, Kept] = OrderedDict()
+        self.bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple) -> Kept | None:
+        kept = self._items.get(key)
+        if kept is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return kept
+
+    def put(self, key: tuple, kept: Kept) -> None:
+        if len(kept.body) > self.max_bytes // 8:
+            return  # one huge page must not push out everything else
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old.body)
+        self._items[key] = kept
+        self.bytes += len(kept.body)
+        while len(self._items) > self.max_entries or self.bytes > self.max_bytes:
+            _, dropped = self._items.popitem(last=False)
+            self.bytes -= len(dropped.body)
+
+
+def _etag_matches(if_none_match: bytes, etag: bytes) -> bool:
+    """Weak comparison (RFC 9110 13.1.2): `W/"x"` and `"x"` name the same representation."""
+    if if_none_match.strip() == b"*":
+        return True
+    bare = etag.removeprefix(b"W/")
+    return any(tag.strip().removeprefix(b"W/") == bare for tag in if_none_match.split(b","))
+
+
+def _anonymous(headers: dict[bytes, bytes]) -> bool:
+    cookies = headers.get(b"cookie", b"")
+    return b"authorization" not in headers and SESSION_COOKIE.encode() + b"=" not in cookies
+
+
+class ReaderCache:
+    def __init__(self, app: ASGIApp, max_entries: int = MAX_ENTRIES) -> None:
+        self.app = app
+        self.cache = ResponseCache(max_entries)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+        state = scope["app"].state
+        root = scope.get("root_path", "")
+        path = scope["path"]
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        headers = dict(scope.get("headers") or [])
+        if (
+            not CACHED_PATHS.match(path)
+            or not state.settings.public_read
+            or not _anonymous(headers)
+            or not hasattr(state, "engine")
+        ):
+            await self.app(scope, receive, send)
+            return
+        mark = await anyio.to_thread.run_sync(self._content_mark, state)
+        key = (root, path, scope.get("query_string", b""), mark)
+        if_none_match = headers.get(b"if-none-match")
+        kept = self.cache.get(key)
+        if kept is not None:
+            scope["route"] = kept.route
+            await self._send(send, kept, if_none_match)
+            return
+        await self._render_and_keep(scope, receive, send, key, mark, if_none_match)
+
+    @staticmethod
+    def _content_mark(state) -> storage.ContentMark:
+        with Session(state.engine) as session:
+            return storage.content_mark(session)
+
+    @staticmethod
+    def _in_step(state, mark: storage.ContentMark) -> bool:
+        """This process's derived caches stand at the database's feed mark (what a page shows
+        of search results and matches comes from them, not from the database)."""
+        index = read_state(state.settings.index_dir)
+        return (
+            index is not None
+            and index.mark == mark.feed
+            and state.search.damaged is None
+            and state.matchers.mark == mark.feed
+        )
+
+    async def _send(self, send: Send, kept: Kept, if_none_match: bytes | None) -> None:
+        if if_none_match is not None and _etag_matches(if_none_match, kept.etag):
+            headers = [(k, v) for k, v in kept.headers if k in (b"etag", b"cache-control")]
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": kept.status, "headers": kept.headers})
+        await send({"type": "http.response.body", "body": kept.body})
+
+    async def _render_and_keep(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: tuple,
+        mark: storage.ContentMark,
+        if_none_match: bytes | None,
+    ) -> None:
+        state = scope["app"].state
+        in_step_before = self._in_step(state, mark)
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            assert start is not None
+            in_step = in_step_before and self._in_step(state, mark)
+            route = scope.get("route")
+            await self._finish(send, start, b"".join(chunks), key, in_step, if_none_match, route)
+
+        await self.app(scope, receive, capture)
+
+    async def _finish(
+        self,
+        send: Send,
+        start: Message,
+        body: bytes,
+        key: tuple,
+        keep: bool,
+        if_none_match: bytes | None,
+        route: object = None,
+    ) -> None:
+        status = start["status"]
+        headers = list(start.get("headers", []))
+        names = {name.lower() for name, _ in headers}
+        if status != 200 or b"set-cookie" in names:
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+            return
+        etag = next((v for k, v in headers if k.lower() == b"etag"), None)
+        if etag is None:
+            digest = hashlib.blake2b(repr((__version__, key)).encode(), digest_size=12)
+            etag = b'W/"' + digest.hexdigest().encode() + b'"'
+            headers.append((b"etag", etag))
+        if b"cache-control" not in names:
+            headers.append((b"cache-control", b"no-cache"))  # keep it, but ask each time
+        kept = Kept(
+            status,
+            [(k, v) for k, v in headers if k.lower() not in _PER_REQUEST | {b"content-length"}]
+            + [(b"content-length", str(len(body)).encode())],
+            body,
+            etag,
+            route,
+        )
+        if keep:
+            self.cache.put(key, kept)
+        await self._send(send, kept, if_none_match)

@@ -1,0 +1,273 @@
+"""What a request costs over HTTP, beside what the framework alone costs, in one run.
+
+    python bench/http.py [--connections 16] [--seconds 3] [--rounds 3]
+
+Starts two servers on 127.0.0.1, each one uvicorn worker with the settings `pitfalls serve` uses
+(proxy headers on, no access log): `pitfalls serve` on a fresh data dir holding the repository's
+entries, and a bare FastAPI app with one JSON route (this file, `--serve-bare`), so the bare
+figure is what uvicorn and FastAPI cost without our middleware, database or templates. A small
+asyncio client keeps a fixed number of keep-alive connections busy for a fixed time per row.
+Rows take turns over several rounds; each row's req/s and latencies are the median round's.
+
+Rows: the bare endpoint; `/api/v1/search` with a new query on every request (cold) and with one
+query (repeated); the search page; an entry page and its JSON; `POST /api/v1/match` with a 5 KB
+traceback. Every answer must be 200, or the run stops.
+"""
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, where `http.py` would stand in for
+# the standard library's `http` package: put the project's root there instead.
+ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
+    sys.path[0] = str(ROOT)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    + "".join(
+        f'  File "/home/u/project/model/layer_{n}.py", line {n * 7}, in forward\n'
+        f"    x = self.block_{n}(x)\n"
+        for n in range(40)
+    )
+    + "RuntimeError: view size is not compatible with input tensor's size and stride (at least "
+    "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.\n"
+)[:5000]
+ENTRY = "view-non-contiguous"
+REPEATED_QUERY = "cuda+out+of+memory"
+
+
+def bare_app():
+    """The baseline: FastAPI with one small JSON route and nothing else."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/")
+    async def hello() -> dict:
+        return {"status": "ok", "entries": 148}
+
+    return app
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _request(method: str, path: str, body: bytes = b"", content_type: str = "") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n"
+    if body:
+        head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+    return (head + "\r\n").encode() + body
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    lowered = head.lower()
+    found = re.search(rb"\r\ncontent-length:\s*(\d+)", lowered)
+    if found:
+        await reader.readexactly(int(found.group(1)))
+    elif b"transfer-encoding: chunked" in lowered:
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    else:
+        raise RuntimeError(f"a response with neither length nor chunks: {head[:200]!r}")
+    return status
+
+
+@dataclass
+class Result:
+    requests: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
+
+
+async def _load(
+    port: int, next_request: Callable[[], bytes], connections: int, seconds: float
+) -> Result:
+    result = Result()
+    deadline = time.perf_counter() + seconds
+
+    async def one_connection() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                writer.write(next_request())
+                status = await asyncio.wait_for(_read_response(reader), timeout=60)
+                if status != 200:
+                    raise RuntimeError(f"status {status} on port {port}")
+                result.latencies.append(time.perf_counter() - started)
+                result.requests += 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_connection() for _ in range(connections)))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _cold_queries() -> Iterator[bytes]:
+    """A query no request has asked before: two words of the entries' titles, never repeated."""
+    words: set[str] = set()
+    for path in sorted((ROOT / "content").glob("*.md")):
+        title = re.search(r"^title: (.*)$", path.read_text(encoding="utf-8"), re.M)
+        if title:
+            words |= {w.lower() for w in re.findall(r"[A-Za-z]{4,}", title.group(1))}
+    ordered = sorted(words)
+    for first, second in itertools.combinations(ordered, 2):
+        yield _request("GET", f"/api/v1/search?q={first}+{second}")
+
+
+def _wait_ready(port: int, path: str, log: Path) -> None:
+    import http.client
+
+    deadline = time.monotonic() + 180
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            if response.status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        if time.monotonic() > deadline:
+            raise RuntimeError(log.read_text()[-2000:])
+        time.sleep(0.3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per row and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_bare:
+        import uvicorn
+
+        uvicorn.run(
+            bare_app(),
+            host="127.0.0.1",
+            port=args.serve_bare,
+            proxy_headers=True,
+            access_log=False,
+            log_level="warning",
+        )
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="pitfalls-bench-http-"))
+    shutil.copytree(ROOT / "content", work / "content")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env["PITFALLS_LOG_LEVEL"] = "warning"
+    pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent)) or "pitfalls"
+    app_port, bare_port = _free_port(), _free_port()
+    app_log, bare_log = work / "serve.log", work / "bare.log"
+    servers = [
+        subprocess.Popen(
+            [pitfalls, "serve", "--port", str(app_port)],
+            cwd=work,
+            env=env,
+            stdout=app_log.open("w"),
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(bare_port)],
+            cwd=ROOT,
+            env=env,
+            stdout=bare_log.open("w"),
+            stderr=subprocess.STDOUT,
+        ),
+    ]
+    try:
+        _wait_ready(app_port, "/api/v1/health", app_log)
+        _wait_ready(bare_port, "/", bare_log)
+        cold = _cold_queries()
+        match_body = json.dumps({"text": TRACEBACK}).encode()
+        rows: list[tuple[str, int, Callable[[], bytes]]] = [
+            ("bare FastAPI JSON", bare_port, lambda: _request("GET", "/")),
+            ("GET /api/v1/search (cold)", app_port, lambda: next(cold)),
+            (
+                "GET /api/v1/search (repeated)",
+                app_port,
+                lambda: _request("GET", f"/api/v1/search?q={REPEATED_QUERY}"),
+            ),
+            ("GET /search page", app_port, lambda: _request("GET", f"/search?q={REPEATED_QUERY}")),
+            ("GET /entries/{id} page", app_port, lambda: _request("GET", f"/entries/{ENTRY}")),
+            (
+                "GET /api/v1/entries/{id}",
+                app_port,
+                lambda: _request("GET", f"/api/v1/entries/{ENTRY}"),
+            ),
+            (
+                "POST /api/v1/match (5 KB)",
+                app_port,
+                lambda: _request("POST", "/api/v1/match", match_body, "application/json"),
+            ),
+        ]
+        # Warm every route (templates compiled, searcher open, pages imported) before timing.
+        for _, port, next_request in rows:
+            asyncio.run(_load(port, next_request, 2, 0.5))
+        results: dict[str, list[Result]] = {name: [] for name, _, _ in rows}
+        for _ in range(args.rounds):
+            for name, port, next_request in rows:
+                results[name].append(
+                    asyncio.run(_load(port, next_request, args.connections, args.seconds))
+                )
+        entries = len(list((ROOT / "content").glob("*.md")))
+        print(
+            f"one uvicorn worker each, {args.connections} keep-alive connections, "
+            f"{args.rounds} rounds x {args.seconds:g} s per row (median round), {entries} entries"
+        )
+        print(f"  {'':32} {'req/s':>8} {'% bare':>7} {'p50 ms':>8} {'p99 ms':>8}")
+        bare_rate = statistics.median(r.rate for r in results[rows[0][0]])
+        for name, _, _ in rows:
+            median = sorted(results[name], key=lambda r: r.rate)[len(results[name]) // 2]
+            print(
+                f"  {name:32} {median.rate:8.0f} {100 * median.rate / bare_rate:6.0f}% "
+                f"{median.percentile(0.5):8.1f} {median.percentile(0.99):8.1f}"
+            )
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=20)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
