@@ -62,6 +62,18 @@ class AccountError(ValueError):
     """A request about accounts or tokens that cannot be done; the message says why."""
 
 
+class AccountDisabled(Exception):
+    """The account (a person's, or the owner of a token) is disabled: nothing it holds works."""
+
+    def __init__(self, name: str, *, token: str | None = None) -> None:
+        whose = f"The account {name!r} that owns this token" if token else f"The account {name!r}"
+        super().__init__(
+            f"{whose} is disabled, so its logins and API tokens do not work; "
+            "an admin can enable it again on /admin."
+        )
+        self.name = name
+
+
 class TooManyAttempts(Exception):
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"too many failed logins; try again in {retry_after} seconds")
@@ -77,6 +89,7 @@ class Principal:
     role: str = ""  # the effective role: reader, editor, admin, or "" for anonymous
     user_id: int | None = None
     token_id: int | None = None
+    scope: str = ""  # a token's scope (read or write); its role may be lower (its owner's)
 
     @property
     def label(self) -> str:
@@ -167,19 +180,108 @@ def set_role(session: Session, *, name: str, role: str, actor: Principal) -> Use
     return user
 
 
-def set_password(session: Session, *, name: str, password: str, actor: Principal) -> User:
+def set_password(
+    session: Session,
+    *,
+    name: str,
+    password: str,
+    actor: Principal,
+    action: str = "user.password",
+    detail: str = "",
+) -> User:
     user = _existing_user(session, name)
     user.password_hash = _hash_password(password)
     session.add(user)
     # Whoever knew the old password may be logged in with it: every session of the user ends.
     session.exec(delete(LoginSession).where(LoginSession.user_id == user.id))
-    audit(session, actor, "user.password", name)
+    audit(session, actor, action, name, detail)
     return user
 
 
 def _admin_count(session: Session) -> int:
-    query = select(func.count()).select_from(User).where(User.role == "admin")
+    """Admins who can log in: a disabled admin manages nothing."""
+    query = (
+        select(func.count())
+        .select_from(User)
+        .where(User.role == "admin", col(User.disabled_at).is_(None))
+    )
     return session.exec(query).one()
+
+
+def admin_names(session: Session, *, limit: int = 3) -> list[str]:
+    """Some admins who can log in, to name in a refusal: who can grant a role."""
+    query = (
+        select(User.name)
+        .where(User.role == "admin", col(User.disabled_at).is_(None))
+        .order_by(col(User.name))
+        .limit(limit)
+    )
+    return list(session.exec(query).all())
+
+
+def _refuse_last_admin(session: Session, user: User, what: str) -> None:
+    if user.role == "admin" and user.disabled_at is None and _admin_count(session) <= 1:
+        raise AccountError(
+            f"{user.name!r} is the last admin; make another user admin before {what}"
+        )
+
+
+def disable_user(session: Session, *, name: str, actor: Principal) -> User:
+    """Disable an account: its sessions end now, and its logins and tokens are refused (each
+    request checks) until it is enabled again. Nobody disables themselves or the last admin."""
+    user = _existing_user(session, name)
+    if actor.kind == "user" and actor.name == name:
+        raise AccountError("you cannot disable your own account; another admin can")
+    _refuse_last_admin(session, user, "disabling it")
+    if user.disabled_at is None:
+        user.disabled_at = utcnow()
+        session.add(user)
+        session.exec(delete(LoginSession).where(LoginSession.user_id == user.id))
+        audit(session, actor, "user.disable", name)
+    return user
+
+
+def enable_user(session: Session, *, name: str, actor: Principal) -> User:
+    """Enable an account again: its password and its unrevoked tokens work again."""
+    user = _existing_user(session, name)
+    if user.disabled_at is not None:
+        user.disabled_at = None
+        session.add(user)
+        audit(session, actor, "user.enable", name)
+    return user
+
+
+GENERATED_PASSWORD_BYTES = 12  # 16 characters of URL-safe base64
+
+
+def reset_password(session: Session, *, name: str, password: str | None, actor: Principal) -> str:
+    """An admin sets another user's password, or has one generated (returned, shown once);
+    every session of that user ends."""
+    new = password or secrets.token_urlsafe(GENERATED_PASSWORD_BYTES)
+    detail = "given by the admin" if password else "generated"
+    set_password(
+        session, name=name, password=new, actor=actor, action="user.password.reset", detail=detail
+    )
+    return new
+
+
+def change_own_password(engine: Engine, *, name: str, current: str, new: str, address: str) -> User:
+    """A user changes their own password, proving the current one (throttled like a login);
+    every session of theirs ends, so the caller starts a new one. Blocking: a worker thread."""
+    if current == new:
+        raise AccountError("the new password is the same as the current one")
+    if authenticate(engine, name=name, password=current, address=address) is None:
+        raise AccountError("the current password is wrong; nothing was changed")
+    with Session(engine, expire_on_commit=False) as session:
+        user = set_password(
+            session,
+            name=name,
+            password=new,
+            actor=Principal("user", name),
+            action="user.password.change",
+        )
+        session.commit()
+        return user
 
 
 # ---- logging in: throttling shared by every process -----------------------------------------
@@ -274,7 +376,8 @@ def _count_attempt(engine: Engine, name: str, address: str, now: datetime) -> No
 def authenticate(
     engine: Engine, *, name: str, password: str, address: str, now: datetime | None = None
 ) -> User | None:
-    """The user whose name and password these are, or None; TooManyAttempts when throttled.
+    """The user whose name and password these are, or None; TooManyAttempts when throttled,
+    AccountDisabled when the password is right but the account is disabled.
 
     Blocking (argon2 takes tens of milliseconds, and it commits): call it from a worker thread.
     The attempt is counted first, for the (name, address) pair and for the address, in its own
@@ -298,6 +401,9 @@ def authenticate(
             audit(session, ANONYMOUS, "login.failed", name[:200], f"from {address}")
             session.commit()
             return None
+        if user.disabled_at is not None:  # said only to whoever knows the password
+            session.commit()
+            raise AccountDisabled(user.name)
         if _hasher.check_needs_rehash(user.password_hash):
             user.password_hash = _hasher.hash(password)
         user.last_login_at = now
@@ -337,7 +443,11 @@ def login_session_user(session: Session, key: str) -> User | None:
     query = (
         select(User)
         .join(LoginSession, col(LoginSession.user_id) == col(User.id))
-        .where(LoginSession.key_hash == _key_hash(key), col(LoginSession.expires_at) > utcnow())
+        .where(
+            LoginSession.key_hash == _key_hash(key),
+            col(LoginSession.expires_at) > utcnow(),
+            col(User.disabled_at).is_(None),  # checked on every request, not only at login
+        )
     )
     return session.exec(query).first()
 
@@ -431,7 +541,8 @@ def _aware(moment: datetime) -> datetime:
 
 
 def token_principal(session: Session, secret: str) -> Principal | None:
-    """The principal of a presented token, or None when it is unknown, revoked or expired.
+    """The principal of a presented token, or None when it is unknown, revoked or expired;
+    AccountDisabled when its owner's account is disabled.
 
     Records the token's last use (at most once a minute); the caller commits.
     """
@@ -443,6 +554,8 @@ def token_principal(session: Session, secret: str) -> Principal | None:
     if token.owner is not None:
         # A token never outranks its owner: a demoted or removed owner's tokens shrink with them.
         owner = get_user(session, token.owner)
+        if owner is not None and owner.disabled_at is not None:
+            raise AccountDisabled(owner.name, token=token.name)
         owner_role = owner.role if owner else ""
         role = min(role, owner_role, key=ROLE_RANK.__getitem__)
         if not role:
@@ -450,4 +563,4 @@ def token_principal(session: Session, secret: str) -> Principal | None:
     if token.last_used_at is None or now - _aware(token.last_used_at) >= LAST_USE_GRANULARITY:
         token.last_used_at = now
         session.add(token)
-    return Principal("token", token.name, role, token_id=token.id)
+    return Principal("token", token.name, role, token_id=token.id, scope=token.scope)

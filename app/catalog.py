@@ -1,6 +1,10 @@
-"""What the home and tag pages show, from the search index (counts) and the database (recent)."""
+"""What the home, tag, tags and all-entries pages show (and their JSON twins): counts from the
+search index, lists from the database."""
 
-from pydantic import BaseModel
+from typing import Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from app import storage
@@ -10,6 +14,11 @@ from app.search import SearchService
 
 RECENT_COUNT = 8
 TAG_PAGE_LIMIT = 200
+MAX_PER_PAGE = 100
+DEFAULT_PER_PAGE = 50
+# How the all-entries list may be ordered; a leading "-" reverses (newest change first).
+EntrySort = Literal["title", "-title", "updated", "-updated"]
+ENTRY_SORTS: tuple[str, ...] = ("title", "-title", "updated", "-updated")
 
 
 class NotFound(LookupError):
@@ -75,3 +84,72 @@ def get_tag_page(search: SearchService, tag: str) -> TagPage:
         (EntryCard(**_card_fields(h)) for h in result.hits), key=lambda c: c.title.lower()
     )
     return TagPage(tag=tag, total=result.total, entries=cards)
+
+
+class TagCount(BaseModel):
+    tag: str
+    count: int
+    url: str
+
+
+class TagList(BaseModel):
+    total: int = Field(description="How many tags there are.")
+    tags: list[TagCount] = Field(description="Every tag with its number of entries, A to Z.")
+
+
+def tag_url(tag: str) -> str:
+    return f"/tags/{quote(tag, safe='')}"
+
+
+def get_tags(search: SearchService) -> TagList:
+    counts = search.search("", limit=1, highlights=False).facets.get("tag", {})
+    tags = [TagCount(tag=t, count=n, url=tag_url(t)) for t, n in sorted(counts.items())]
+    return TagList(total=len(tags), tags=tags)
+
+
+class EntryListing(BaseModel):
+    total: int = Field(description="Active entries (of `kind`, when given).")
+    page: int
+    per_page: int
+    pages: int = Field(description="How many pages of `per_page` there are (at least 1).")
+    sort: str
+    kind: str | None
+    kinds: dict[str, int] = Field(description="Active entries of each kind, for filtering.")
+    entries: list[RecentEntry]
+    next_page: int | None
+    prev_page: int | None
+
+
+def get_entry_listing(
+    session: Session,
+    *,
+    page: int = 1,
+    per_page: int = DEFAULT_PER_PAGE,
+    sort: str = "title",
+    kind: str | None = None,
+) -> EntryListing:
+    """One page of every active entry, by title or by last change; a page past the end is empty."""
+    if sort not in ENTRY_SORTS:
+        raise ValueError(f"unknown sort {sort!r}")
+    per_page = max(1, min(per_page, MAX_PER_PAGE))
+    rows, total = storage.entry_listing(
+        session,
+        kind=kind or None,
+        order_by=sort.lstrip("-"),
+        descending=sort.startswith("-"),
+        offset=(page - 1) * per_page,
+        limit=per_page,
+    )
+    pages = max(1, -(-total // per_page))
+    return EntryListing(
+        total=total,
+        page=page,
+        per_page=per_page,
+        pages=pages,
+        sort=sort,
+        kind=kind or None,
+        kinds=storage.count_by_kind(session),
+        entries=[RecentEntry(**_card_fields(e), updated_at=e.updated_at) for e in rows],
+        next_page=page + 1 if page < pages else None,
+        prev_page=min(page - 1, pages) if page > 1 else None,
+    )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
@@ -311,8 +311,8 @@ def revision_detail(session: Session, entry_id: str, number: int) -> RevisionDet
     return RevisionDetail(**RevisionOut.of(row).model_dump(), markdown=row.markdown)
 
 
-def diff_html(old: str, new: str, old_label: str, new_label: str) -> str:
-    """A unified diff, highlighted; empty when the texts are the same."""
+def unified_diff(old: str, new: str, old_label: str, new_label: str) -> str:
+    """A unified diff as text; empty when the texts are the same."""
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),
@@ -320,8 +320,32 @@ def diff_html(old: str, new: str, old_label: str, new_label: str) -> str:
         tofile=new_label,
         n=3,
     )
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def diff_html(old: str, new: str, old_label: str, new_label: str) -> str:
+    """A unified diff, highlighted; empty when the texts are the same."""
+    text = unified_diff(old, new, old_label, new_label)
     return highlight(text, DiffLexer(), _DIFF_FORMATTER) if text else ""
+
+
+class RevisionDiff(BaseModel):
+    entry_id: str
+    before: RevisionOut
+    after: RevisionOut
+    unified: str = Field(description="The unified diff of the Markdown; empty when the same.")
+
+
+def revision_diff(session: Session, entry_id: str, old: int, new: int) -> RevisionDiff:
+    """What the diff page shows between two revisions; NotFound for a missing one."""
+    before = revision_detail(session, entry_id, old)
+    after = revision_detail(session, entry_id, new)
+    return RevisionDiff(
+        entry_id=entry_id,
+        before=RevisionOut(**before.model_dump(exclude={"markdown"})),
+        after=RevisionOut(**after.model_dump(exclude={"markdown"})),
+        unified=unified_diff(before.markdown, after.markdown, f"revision {old}", f"revision {new}"),
+    )
 
 
 class ChangeOut(BaseModel):

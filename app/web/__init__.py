@@ -21,7 +21,18 @@ from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, setup_lock, upgrade_schema
-from app.web import account_pages, api, match, ops, pages, wiki_pages
+from app.web import (
+    account_api,
+    account_pages,
+    api,
+    catalog_api,
+    catalog_pages,
+    match,
+    ops,
+    pages,
+    wiki_api,
+    wiki_pages,
+)
 from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.caching import ReaderCache
@@ -29,6 +40,7 @@ from app.web.errors import install_error_handlers
 from app.web.headers import SecurityHeaders
 from app.web.mcp_http import mcp_route
 from app.web.observe import Observe
+from app.web.twins import JsonTwins
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -111,9 +123,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
     app.include_router(api.open_router)
     app.include_router(api.router)
+    app.include_router(catalog_api.router)
+    app.include_router(wiki_api.router)
+    app.include_router(account_api.router)
     # The paste route lives with its page; what it can answer is documented here, like the API's.
     app.include_router(match.router, responses=api.errors(400, 401, 413, 422, 503))
     app.include_router(account_pages.router)
+    app.include_router(catalog_pages.router)
     app.include_router(wiki_pages.router)
     app.include_router(pages.router)
     app.include_router(ops.router)
@@ -136,6 +152,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Outside the sessions: a page that sets a cookie is seen, and never kept.
     app.add_middleware(ReaderCache)
+    # A page's JSON twin (`.json`, or Accept) becomes a request for its API route before
+    # anything keyed on the path (the reader cache, the routes) sees it.
+    app.add_middleware(JsonTwins)
     app.add_middleware(Observe)  # outermost: the request id is set before anything logs
     return app
 

@@ -1,20 +1,27 @@
-"""Logging in and out, API tokens, and the admin's page of users and the audit log."""
+"""Logging in and out, one's own account and password, API tokens, and the admin's page of users
+(roles, disabling, password resets) and the audit log."""
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.accounts import (
+    AccountDisabled,
     AccountError,
     Principal,
     TooManyAttempts,
     add_user,
     authenticate,
+    change_own_password,
     create_token,
+    disable_user,
+    enable_user,
+    get_user,
     list_tokens,
     list_users,
     parse_duration,
     recent_audit,
+    reset_password,
     revoke_token,
     set_role,
     token_state,
@@ -67,6 +74,9 @@ async def login(request: Request):
         )
     except TooManyAttempts as exc:
         user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
+    except AccountDisabled as exc:
+        context = {"next": target, "name": name, "error": str(exc)}
+        return render(request, "login.html", context, status_code=403)
     if user is None:
         context = {"next": target, "name": name, "error": error}
         response = render(
@@ -84,6 +94,46 @@ async def logout(request: Request):
     await check_csrf(request)
     await run_in_threadpool(log_out, request)
     return see_other(request, "/")
+
+
+# ---- one's own account: the password -----------------------------------------------------------
+
+
+def _account_page(request: Request, session, principal: Principal, **extra):
+    context = {"user": get_user(session, principal.name), "error": None, "changed": False, **extra}
+    return render(request, "account.html", context, status_code=422 if extra.get("error") else 200)
+
+
+@router.get("/account", response_class=HTMLResponse)
+def account_page(request: Request, session: SessionDep, principal: SignedIn):
+    return _account_page(request, session, principal)
+
+
+@router.post("/account/password", response_class=HTMLResponse)
+async def account_password(request: Request, session: SessionDep, principal: SignedIn):
+    form = await form_fields(request)
+    new = form.get("new_password", "")
+    if new != form.get("repeat_password", ""):
+        return _account_page(request, session, principal, error="The two new passwords differ.")
+    address = request.client.host if request.client else "unknown"
+    try:
+        user = await run_in_threadpool(  # argon2, twice: off the event loop
+            change_own_password,
+            request.app.state.engine,
+            name=principal.name,
+            current=form.get("current_password", ""),
+            new=new,
+            address=address,
+        )
+    except AccountError as exc:
+        return _account_page(request, session, principal, error=f"{str(exc).capitalize()}.")
+    except TooManyAttempts as exc:
+        raise HTTPException(
+            429, f"Too many wrong passwords: {exc}.", {"Retry-After": str(exc.retry_after)}
+        ) from None
+    # Every session of the user ended with the old password; this one goes on under a new key.
+    await run_in_threadpool(log_in, request, user)
+    return _account_page(request, session, principal, changed=True)
 
 
 # ---- tokens: everyone signed in manages their own; an admin sees and revokes all -------------
@@ -134,12 +184,15 @@ async def tokens_revoke(
 # ---- users and the audit log: admins only ----------------------------------------------------
 
 
-def _admin_page(request: Request, session, error: str | None = None):
+def _admin_page(
+    request: Request, session, error: str | None = None, new_password: tuple | None = None
+):
     context = {
         "users": list_users(session),
         "roles": ROLES,
         "events": recent_audit(session),
         "error": error,
+        "new_password": new_password,  # (name, password): a generated one, shown this once
     }
     return render(request, "admin.html", context, status_code=422 if error else 200)
 
@@ -181,3 +234,37 @@ async def admin_set_role(
         return _admin_page(request, session, str(exc))
     session.commit()
     return see_other(request, "/admin")
+
+
+@router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
+async def admin_disable_user(name: str, request: Request, session: SessionDep, principal: Admin):
+    try:
+        disable_user(session, name=name, actor=principal)
+    except AccountError as exc:
+        return _admin_page(request, session, str(exc))
+    session.commit()
+    return see_other(request, "/admin")
+
+
+@router.post("/admin/users/{name}/enable", response_class=HTMLResponse)
+async def admin_enable_user(name: str, request: Request, session: SessionDep, principal: Admin):
+    try:
+        enable_user(session, name=name, actor=principal)
+    except AccountError as exc:
+        return _admin_page(request, session, str(exc))
+    session.commit()
+    return see_other(request, "/admin")
+
+
+@router.post("/admin/users/{name}/password", response_class=HTMLResponse)
+async def admin_reset_password(name: str, request: Request, session: SessionDep, principal: Admin):
+    """Set the password given, or generate one and show it once."""
+    given = (await form_fields(request)).get("password", "")
+    try:
+        password = await run_in_threadpool(
+            reset_password, session, name=name, password=given or None, actor=principal
+        )
+    except AccountError as exc:
+        return _admin_page(request, session, str(exc))
+    session.commit()
+    return _admin_page(request, session, new_password=(name, None if given else password))

@@ -26,7 +26,9 @@ from sqlmodel import Session
 from app import storage
 from app.accounts import (
     ANONYMOUS,
+    AccountDisabled,
     Principal,
+    admin_names,
     end_login_session,
     login_session_user,
     start_login_session,
@@ -72,7 +74,10 @@ def _bearer(request: Request, secret: str) -> Principal:
     if not secret:
         raise HTTPException(401, "Send the token as 'Authorization: Bearer <token>'.", challenge)
     with Session(request.app.state.engine) as session:
-        principal = token_principal(session, secret)
+        try:
+            principal = token_principal(session, secret)
+        except AccountDisabled as exc:
+            raise HTTPException(403, str(exc)) from None
         session.commit()  # the token's last use
     if principal is None:
         raise HTTPException(401, "The token is unknown, expired or revoked.", challenge)
@@ -190,12 +195,7 @@ def require(role: str, *, people_only: bool = False):
         if people_only and principal.kind != "user":
             raise HTTPException(403, "Log in as a person for this; API tokens cannot do it.")
         if not principal.has_role(role):
-            what = "edit entries" if role == "editor" else "manage users and tokens"
-            raise HTTPException(
-                403,
-                f"Your role ({principal.role}) cannot {what}; it needs {role}. "
-                "An admin can change your role.",
-            )
+            raise HTTPException(403, _refusal(request, principal, role))
         writes = request.method not in ("GET", "HEAD", "OPTIONS")
         if writes:
             await check_csrf(request)
@@ -207,6 +207,33 @@ def require(role: str, *, people_only: bool = False):
 
     dependency.__name__ = f"require_{role}"
     return dependency
+
+
+def _refusal(request: Request, principal: Principal, role: str) -> str:
+    """Why `principal` may not do what needs `role`, and the fix that really applies."""
+    from app.web.paths import site_path
+
+    if principal.kind == "token" and role == "admin":
+        return "API tokens cannot manage users; log in as an admin in the browser."
+    if principal.kind == "token" and principal.scope == "read":
+        return (
+            "This token can only read; create a token with write scope on "
+            f"{site_path(request, '/tokens')}."
+        )
+    with Session(request.app.state.engine) as session:
+        admins = admin_names(session)
+    who = " or ".join(admins) if admins else "an admin (`pitfalls user role NAME editor`)"
+    if principal.kind == "token":  # a write token whose owner is no longer an editor
+        return (
+            f"This token's owner is now a {principal.role}, so the token can only read; "
+            f"{who} can make them an editor again."
+        )
+    if role == "editor":
+        return (
+            f"Your role ({principal.role}) can read but not edit entries; "
+            f"ask {who} to make you an editor."
+        )
+    return f"Only admins can do this, and your role is {principal.role}; admins: {who}."
 
 
 def read_access(request: Request) -> None:

@@ -14,13 +14,15 @@ from app.catalog import NotFound
 from app.search import IndexUnavailable, SearchTooSlow
 from app.web.auth import LoginRequired, login_url
 from app.web.headers import add_security_headers
+from app.web.twins import route_path
 from app.wiki import EditConflict, SaveRefused
 
 logger = logging.getLogger("pitfalls")
 
 
 def _wants_json(request: Request) -> bool:
-    return request.url.path.startswith("/api/")
+    # Under a proxy's sub-path too; a page's JSON twin reaches here as its API route.
+    return route_path(request.scope).startswith("/api/")
 
 
 def error_response(

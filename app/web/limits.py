@@ -28,5 +28,11 @@ async def read_write_body(request: Request, what: str) -> bytes:
     three UTF-8 bytes, nine once encoded), so the body may be that large; the decoded text is
     then held to `max_paste_bytes`, the same limit as the API's.
     """
+    # Read once: a form's CSRF field may be looked at before the route reads the body itself.
+    cached = getattr(request.state, "write_body", None)
+    if cached is not None:
+        return cached
     limit = 3 * request.app.state.settings.max_paste_bytes + BODY_OVERHEAD_BYTES
-    return await read_limited_body(request, limit, f"The {what} is larger than {{limit:,}} bytes.")
+    body = await read_limited_body(request, limit, f"The {what} is larger than {{limit:,}} bytes.")
+    request.state.write_body = body
+    return body

@@ -1,9 +1,11 @@
 """Paste a traceback: the /match page and its JSON twin, POST /api/v1/match."""
 
 import json
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app.answers import Answer, answer_paste
@@ -16,7 +18,8 @@ from app.web.auth import check_csrf, form_fields, read_access
 from app.web.deps import SettingsDep
 from app.web.limits import BODY_OVERHEAD_BYTES, PASTE_TOO_LARGE, read_limited_body
 from app.web.offload import run_within_budget
-from app.web.paths import see_other
+from app.web.pages import render
+from app.web.paths import see_other, site_path
 
 router = APIRouter(dependencies=[Depends(read_access)])
 
@@ -33,6 +36,13 @@ _BODY_DOC = {
                 "example": {"text": "RuntimeError: view size is not compatible with input ..."},
             },
             "text/plain": {"schema": {"type": "string", "minLength": 1}},
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object",
+                    "required": ["text"],
+                    "properties": {"text": {"type": "string"}},
+                }
+            },
         },
     }
 }
@@ -78,9 +88,11 @@ async def _answer(request: Request, text: str) -> Answer:
 async def match_api(request: Request, settings: SettingsDep) -> Answer:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_json = content_type == "application/json"
-    # JSON escapes a character in up to six bytes (\u00e9); the text itself is held to the limit.
-    limit = settings.max_paste_bytes * (6 if is_json else 1) + (
-        BODY_OVERHEAD_BYTES if is_json else 0
+    is_form = content_type == "application/x-www-form-urlencoded"  # the /match page's own form
+    # JSON escapes a character in up to six bytes (\u00e9), a form in up to nine (a CJK
+    # character percent-encoded); the text itself is held to the limit.
+    limit = settings.max_paste_bytes * (6 if is_json else 9 if is_form else 1) + (
+        BODY_OVERHEAD_BYTES if is_json or is_form else 0
     )
     body = await read_limited_body(request, limit)
     if not body:
@@ -95,19 +107,40 @@ async def match_api(request: Request, settings: SettingsDep) -> Answer:
         text = payload["text"]
         if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
             raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
+    elif is_form:
+        text = parse_qs(_decode(body), keep_blank_values=True).get("text", [""])[0]
+        if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
+            raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
+        if not text.strip():
+            raise HTTPException(422, "The form's text field is empty; paste a traceback into it.")
     else:
         text = _decode(body)
     return await _answer(request, text)
 
 
-def _page(request: Request, text: str, answer: Answer | None, status: int = 200):
-    response = request.app.state.templates.TemplateResponse(
-        request,
-        "match.html",
-        {"paste": text, "answer": answer, "alternate": None},
-        status_code=status,
+class PasteForm(BaseModel):
+    """How to ask for an answer: the twin of the empty paste page."""
+
+    post_to: str = Field(description="Where to POST the paste.")
+    accepts: list[str] = Field(description="The body's content types.")
+    max_paste_bytes: int = Field(description="The largest paste taken (413 above).")
+
+
+@router.get(
+    "/api/v1/match",
+    tags=["api"],
+    summary="How to send a paste to POST /api/v1/match: content types and size limit",
+)
+def match_form_api(request: Request, settings: SettingsDep) -> PasteForm:
+    return PasteForm(
+        post_to=site_path(request, "/api/v1/match"),
+        accepts=["application/json", "text/plain", "application/x-www-form-urlencoded"],
+        max_paste_bytes=settings.max_paste_bytes,
     )
-    return response
+
+
+def _page(request: Request, text: str, answer: Answer | None, status: int = 200):
+    return render(request, "match.html", {"paste": text, "answer": answer}, status_code=status)
 
 
 @router.get("/match", response_class=HTMLResponse, include_in_schema=False)

@@ -11,6 +11,7 @@ from app.tracebacks import parse_traceback
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.paths import public_base, site_path
+from app.web.twins import twin_path
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
 
@@ -22,6 +23,8 @@ def render(
     alternate: str | None = None,
     status_code: int = 200,
 ):
+    # The JSON twin comes from the one table of twins; `alternate` only for a page outside it.
+    alternate = twin_path(request) or alternate
     response = request.app.state.templates.TemplateResponse(
         request, template, {**context, "alternate": alternate}, status_code=status_code
     )

@@ -15,13 +15,12 @@ from starlette.concurrency import run_in_threadpool
 from app import storage
 from app.catalog import NotFound
 from app.diffs import side_by_side
-from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.inbox import clusters as inbox_clusters
-from app.web.api import draft_out
 from app.web.auth import Editor, form_fields, read_access
 from app.web.deps import SessionDep
 from app.web.pages import render
 from app.web.paths import public_base, see_other
+from app.web.wiki_api import MAX_PREFILL_MESSAGE, edit_source, editor_state, new_entry_source
 from app.wiki import (
     EditConflict,
     SaveRefused,
@@ -35,9 +34,6 @@ from app.wiki import (
 )
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
-
-MAX_PREFILL_MESSAGE = 2000
-BLANK_ENTRY = draft_markdown("RuntimeError", BLANK_MESSAGE)
 
 
 def _editor(
@@ -53,15 +49,21 @@ def _editor(
     conflict: dict | None = None,
     status_code: int = 200,
 ):
-    shared = request.app.state.matchers.current().signatures
-    draft = draft_out(session, markdown, entry_id, paste or None, shared)
+    state = editor_state(
+        request,
+        session,
+        markdown=markdown,
+        entry_id=entry_id,
+        base_revision=base_revision,
+        paste=paste,
+    )
     context = {
-        "markdown": markdown,
-        "entry_id": entry_id,
-        "base_revision": base_revision,
+        "markdown": state.markdown,
+        "entry_id": state.entry_id,
+        "base_revision": state.base_revision,
         "message": message,
         "paste": paste,
-        "draft": draft,
+        "draft": state.draft,
         "refused": str(refused) if refused else None,
         "conflict": conflict,
     }
@@ -79,11 +81,7 @@ def new_entry(
 ):
     """The editor; prefilled from an error (`?type=RuntimeError&message=...`) when given one,
     with the pasted traceback (`&paste=...`) in its signature tester."""
-    if message is not None or exception is not None:
-        taken = {e.id for e in storage.list_entries(session, include_archived=True)}
-        markdown = draft_markdown(exception, message or "", taken)
-    else:
-        markdown = BLANK_ENTRY
+    markdown = new_entry_source(session, exception, message)
     return _editor(
         request, session, markdown=markdown, entry_id=None, base_revision=None, paste=paste or ""
     )
@@ -91,13 +89,8 @@ def new_entry(
 
 @router.get("/entries/{entry_id}/edit", response_class=HTMLResponse)
 def edit_entry(entry_id: str, request: Request, session: SessionDep, _: Editor):
-    entry = storage.get_entry(session, entry_id)
-    if entry is None:
-        raise NotFound(f"There is no entry {entry_id!r} to edit.")
-    markdown = storage.current_markdown(session, entry=entry)
-    return _editor(
-        request, session, markdown=markdown, entry_id=entry_id, base_revision=entry.revision
-    )
+    markdown, revision = edit_source(session, entry_id)
+    return _editor(request, session, markdown=markdown, entry_id=entry_id, base_revision=revision)
 
 
 def _base(form: dict[str, str]) -> int | None:
