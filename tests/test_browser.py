@@ -469,7 +469,10 @@ def _header_problems(page) -> list[str]:
         """() => {
         const problems = [];
         for (const el of document.querySelectorAll("header.site nav a, header.site nav button")) {
-          if (el.offsetParent !== null && el.getClientRects().length > 1) problems.push(`"${el.textContent}" wraps`);
+          const range = document.createRange();
+          range.selectNodeContents(el);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (el.offsetParent !== null && lines.size > 1) problems.push(`"${el.textContent}" wraps`);
         }
         const box = document.getElementById("q");
         const style = getComputedStyle(box);
