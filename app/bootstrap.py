@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app import storage
 from app.ingest import IngestReport, ingest_content
-from app.search_index import IndexState, update_index
+from app.search.index import IndexState, update_index
 from app.settings import Settings
 from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
 

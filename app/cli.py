@@ -127,7 +127,7 @@ def restore(file: Path) -> None:
     database), then build the search index. A database that holds anything is refused."""
     from app.backup import BackupError
     from app.backup import restore as load
-    from app.search_index import rebuild_index
+    from app.search.index import rebuild_index
     from app.storage import create_db_engine, setup_lock, upgrade_schema
 
     settings = _settings()
@@ -150,7 +150,7 @@ def restore(file: Path) -> None:
 @cli.command()
 def reindex() -> None:
     """Rebuild the search index from the database (atomically: the old one serves until done)."""
-    from app.search_index import rebuild_index
+    from app.search.index import rebuild_index
     from app.storage import create_db_engine, upgrade_schema
 
     settings = _settings()

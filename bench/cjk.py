@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search import SearchService
-from app.search_index import document_for, rebuild_index
+from app.search.index import document_for, rebuild_index
 from app.settings import load_settings
 from app.storage import create_db_engine, upgrade_schema
 from bench.corpus import generate
@@ -69,7 +69,7 @@ def evaluate(service: SearchService, truth: dict[str, set[str]]) -> dict[str, fl
 def first_call_delay(cjk: str) -> float:
     code = (
         "import time; t = time.perf_counter();"
-        "from app.analysis import code_analyzer;"
+        "from app.search.analysis import code_analyzer;"
         f"list(code_analyzer({cjk!r})('显存不足 out of memory'));"
         "print(time.perf_counter() - t)"
     )

@@ -35,6 +35,11 @@ def half_of(source: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument(
+        "--half",
+        choices=["A", "B"],
+        help="show the misses of this half only (tune on one half, report on the other)",
+    )
     args = parser.parse_args()
     questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="pitfalls-questions-"))
@@ -47,6 +52,7 @@ def main() -> None:
     for q in questions:
         hits = search.search(q["query"], limit=10, highlights=False, facets=False).hits
         ids = [h.id for h in hits]
+        q["got"] = ids[:3]
         rank = ids.index(q["expected"]) + 1 if q["expected"] in ids else None
         rows.append((q, rank))
     elapsed = time.perf_counter() - started
@@ -69,8 +75,8 @@ def main() -> None:
     print(f"{elapsed / len(rows) * 1000:.1f} ms per question")
     if args.show_misses:
         for q, rank in rows:
-            if rank != 1:
-                print(f"  [{rank or '-'}] {q['query']!r} -> {q['expected']}")
+            if rank != 1 and (args.half is None or half_of(q["source"]) == args.half):
+                print(f"  [{rank or '-'}] {q['query']!r} -> {q['expected']} (got {q['got']})")
     search.close()
     engine.dispose()
 

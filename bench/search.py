@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search import SearchService
-from app.search_index import FIELD_BOOSTS, document_for, rebuild_index
+from app.search.index import FIELD_BOOSTS, document_for, rebuild_index
 from bench.corpus import QUERIES, generate
 
 PAGE = 20

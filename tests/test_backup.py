@@ -24,7 +24,7 @@ from app.cli import cli
 from app.entries import parse_entry
 from app.models import Verification
 from app.search import SearchService
-from app.search_index import rebuild_index
+from app.search.index import rebuild_index
 from tests import test_wiki
 from tests.conftest import entry_text
 from tests.test_sessions import _login

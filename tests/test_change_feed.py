@@ -20,7 +20,7 @@ from app.bootstrap import prepare_data
 from app.entries import parse_entry
 from app.models import Change, Entry
 from app.search import SearchService
-from app.search_index import STATE_FILE, read_state, update_index
+from app.search.index import STATE_FILE, read_state, update_index
 from app.settings import load_settings
 from tests.conftest import entry_text
 

@@ -8,7 +8,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.search.query import read_query
+from app.search.glossary import expansions, read_glossary
+from app.search.query import identifier_leaves, read_query
 from app.settings import load_settings
 from tests.conftest import REPO_CONTENT
 
@@ -84,8 +85,9 @@ def test_a_quoted_phrase_finds_the_phrase_on_every_field(search):
     result = search.search('"out of memory"')
     assert not result.relaxed and result.total >= 1
     assert ids(result)[0] == "cuda-out-of-memory"
-    # Fewer than the words alone: the phrase is a phrase.
-    assert result.total < search.search("out of memory").total
+    # The words in another order are not the phrase: nothing has it, so the words are searched.
+    assert not search.search('"illegal memory access"').relaxed
+    assert search.search('"access memory illegal"').relaxed
 
 
 def test_a_phrase_nobody_wrote_falls_back_to_its_words(search):
@@ -145,6 +147,43 @@ def test_the_page_says_which_results_it_shows(client):
     assert "Did you mean" in exact.text and "Showing results for" not in exact.text
     api = client.get("/api/v1/search", params={"q": "contigous"}).json()
     assert api["corrected_from"] == "contigous" and api["hits"]
+
+
+def test_flags_and_negative_numbers_are_words_not_exclusions():
+    read = read_query("unrecognized arguments: --local-rank=0 dim -1")
+    assert not any(p.negated for p in read.parts)
+    assert [p.text for p in read.parts] == [
+        "unrecognized",
+        "arguments",
+        "local-rank",
+        "0",
+        "dim",
+        "1",
+    ]
+
+
+def test_an_identifier_is_found_whole_or_by_its_pieces(search):
+    assert identifier_leaves("DistributedDataSampler") == ["Distributed", "Data", "Sampler"]
+    assert identifier_leaves("num_batches_tracked") == ["num", "batches", "tracked"]
+    assert identifier_leaves("PyTorch") == []  # a name, not a phrase
+    # Misremembered: no entry says "DistributedDataSampler", the one about the sampler comes.
+    assert "ddp-sampler-set-epoch" in ids(search.search("DistributedDataSampler"))[:3]
+
+
+def test_a_long_question_ranks_entries_with_its_rare_words_first(search):
+    result = search.search("error: unrecognized arguments: --local-rank=0 when launching")
+    assert ids(result)[0] == "ddp-launch-local-rank"
+
+
+def test_the_glossary_reads_groups_and_expands_both_ways(search):
+    (group,) = read_glossary("# comment\nGPU memory | VRAM | 显存\nlonely\n")
+    assert group.members == ("GPU memory", "VRAM", "显存")
+    assert expansions("runs out of gpu_memory on one card", (group,)) == "GPU memory ; VRAM ; 显存"
+    assert expansions("the vram is full", (group,)) and not expansions("avram", (group,))
+    # The shipped glossary: "uneven" is nowhere in the entry, its synonym "imbalanced" is.
+    text = (REPO_CONTENT / "ddp-gpu0-memory.md").read_text(encoding="utf-8").lower()
+    assert "uneven" not in text and "imbalance" in text
+    assert "ddp-gpu0-memory" in ids(search.search("uneven GPU memory ddp"))[:3]
 
 
 # -- never a 5xx ---------------------------------------------------------------------------

@@ -6,10 +6,10 @@ import pytest
 from sqlmodel import Session
 
 from app import storage
-from app.analysis import code_analyzer
 from app.ingest import ingest_content
 from app.search import SearchService
-from app.search_index import (
+from app.search.analysis import code_analyzer
+from app.search.index import (
     CURRENT_FILE,
     current_generation,
     read_state,

@@ -6,6 +6,7 @@ never scores every hit; highlights are made only for the page shown.
 
 import contextlib
 import logging
+import math
 import re
 import threading
 import time
@@ -18,6 +19,7 @@ from whoosh.analysis import STOP_WORDS
 from whoosh.collectors import TopCollector
 from whoosh.filedb.filestore import FileStorage
 from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
+from whoosh.qparser import OrGroup
 from whoosh.query import (
     And,
     AndNot,
@@ -32,13 +34,12 @@ from whoosh.query import (
 )
 from whoosh.searching import Searcher
 
-from app.analysis import stem_word
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.metrics import SEARCH_SECONDS
-from app.search.query import QueryBuilder, ReadQuery, read_query
-from app.search_index import (
+from app.search.analysis import stem_word
+from app.search.index import (
     FIELD_BOOSTS,
     SEARCH_FIELDS,
     current_generation,
@@ -46,6 +47,7 @@ from app.search_index import (
     rebuild_index,
     update_index,
 )
+from app.search.query import QueryBuilder, ReadQuery, read_query
 from app.storage import FeedMark
 
 FACET_FIELDS = {"kind": "kind", "tag": "tags"}
@@ -59,6 +61,9 @@ MAX_TERM_EXPANSION = 64
 MIN_WILDCARD_PREFIX = 2
 MAX_MULTI_TERMS = 8  # per query; further wildcards count as their literal text
 MAX_IDLE_SEARCHERS = 4
+LONG_QUERY_PARTS = 4  # from this many words on, any word may match
+RANK_POOL = 100  # any-word results re-ranked by coverage: the best this many by score
+COVERAGE_POWER = 1.0
 MAX_QUERY_WORDS = 32  # a pasted log is searched by its first words; each word costs a matcher
 _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
@@ -454,14 +459,21 @@ class SearchService:
         if tag:
             filters.append(Term("tags", tag.lower()))
         read = read_query(text)
-        query = self._parse(pooled, read, any_part=False) if read.parts else Every()
+        # A long query is rarely all in one entry: any of its words may match, and entries
+        # with more of its rarer words come first (`_rank_by_coverage`).
+        long_query = len(read.positive_parts()) >= LONG_QUERY_PARTS
+        query = self._parse(pooled, read, any_part=long_query) if read.parts else Every()
         relaxed = False
-        collector = self._collect(searcher, query, filters, page * limit)
-        if not collector.docset and read.parts:
+        pool = max(page * limit, RANK_POOL) if long_query else page * limit
+        collector = self._collect(searcher, query, filters, pool)
+        if not collector.docset and read.parts and not long_query:
             relaxed_query = self._parse(pooled, read, any_part=True)
             if relaxed_query != query:
                 query, relaxed = relaxed_query, True
-                collector = self._collect(searcher, query, filters, page * limit)
+                collector = self._collect(searcher, query, filters, max(page * limit, RANK_POOL))
+        ranked = [(score, docnum) for score, docnum in collector.results().top_n]
+        if long_query or relaxed:
+            ranked = self._rank_by_coverage(pooled, read, ranked)
         suggestion = self._suggest(searcher, text, read) if read.words else None
         if suggestion and correct and (relaxed or not collector.docset):
             # A typo: the corrected query's results at once, when they are better.
@@ -473,7 +485,7 @@ class SearchService:
                 return better
         matched = collector.docset
         result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
-        result.hits = self._page(collector, query, page, limit, highlights)
+        result.hits = self._page(searcher, ranked, query, page, limit, highlights)
         if facets:
             result.facets = self._facets(pooled, matched)
         result.relaxed = relaxed
@@ -487,11 +499,39 @@ class SearchService:
         searcher.search_with_collector(And([query, *filters]) if filters else query, collector)
         return collector
 
+    def _rank_by_coverage(
+        self, pooled: _PooledSearcher, read: ReadQuery, ranked: list[tuple[float, int]]
+    ) -> list[tuple[float, int]]:
+        """Re-rank any-word results: the score times the share of the query's weight the entry
+        covers (each part weighs its inverse document frequency), so an entry with most of
+        the rare words comes before one with a few common words many times."""
+        searcher = pooled.searcher
+        builder = pooled.query_builder()
+        total_docs = max(1, searcher.doc_count())
+        parts = []
+        for part in read.positive_parts():
+            check_budget()
+            bounded = _bounded_query(builder.part(part, OrGroup), searcher, [MAX_MULTI_TERMS])
+            docs = set(bounded.docs(searcher))
+            parts.append((math.log(1 + total_docs / (1 + len(docs))), docs))
+        weight = sum(w for w, _ in parts) or 1.0
+        rescored = []
+        for score, docnum in ranked:
+            covered = sum(w for w, docs in parts if docnum in docs) / weight
+            rescored.append((score * covered**COVERAGE_POWER, docnum))
+        rescored.sort(key=lambda item: -item[0])
+        return rescored
+
     def _page(
-        self, collector: _TopAndAllCollector, query: Query, page: int, limit: int, highlights: bool
+        self,
+        searcher: Searcher,
+        ranked: list[tuple[float, int]],
+        query: Query,
+        page: int,
+        limit: int,
+        highlights: bool,
     ) -> list[SearchHit]:
-        results = collector.results()
-        schema = results.searcher.schema
+        schema = searcher.schema
         needles: dict[str, tuple[str, ...]] = {}
         if isinstance(query, AndNot):
             query = query.a  # excluded words are never highlighted
@@ -504,8 +544,8 @@ class SearchService:
                 needles.setdefault(fieldname, ())
                 needles[fieldname] += (str(term),)
         hits = []
-        for hit in results[(page - 1) * limit : page * limit]:
-            stored = hit.fields()
+        for score, docnum in ranked[(page - 1) * limit : page * limit]:
+            stored = searcher.stored_fields(docnum)
             hits.append(
                 SearchHit(
                     id=stored["id"],
@@ -513,8 +553,8 @@ class SearchService:
                     summary=stored["summary"],
                     kind=stored["kind"],
                     tags=[t for t in stored.get("tags", "").split(",") if t],
-                    score=round(float(hit.score or 0.0), 4),
-                    highlights=self._highlight(hit, needles, schema) if highlights else "",
+                    score=round(float(score or 0.0), 4),
+                    highlights=self._highlight(stored, needles, schema) if highlights else "",
                 )
             )
         return hits

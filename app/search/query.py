@@ -15,7 +15,7 @@ analyzer, so what a part finds is what the same words find in the index.
 import re
 from dataclasses import dataclass, field
 
-from whoosh.qparser import AndGroup, MultifieldParser, QueryParser
+from whoosh.qparser import AndGroup, MultifieldParser, OrGroup, QueryParser
 from whoosh.query import And, AndNot, Every, NullQuery, Or, Query, Term
 
 # What a reader may type before the colon, and the index field it means.
@@ -40,7 +40,7 @@ FIELD_NAMES = {
 _FILTER_FIELDS = {"tags", "kind"}  # exact values, not analyzed text
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "«": '"', "»": '"', "＂": '"'})
 _PART = re.compile(
-    r"""(?P<neg>-)?
+    r"""(?P<neg>-(?=[^\W\d]|"))?  # -word, -"a phrase"; never --flag or -1
         (?:(?P<field>[A-Za-z_]+):(?=\S))?
         (?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"]+))""",
     re.VERBOSE,
@@ -69,6 +69,9 @@ class ReadQuery:
     @property
     def empty(self) -> bool:
         return not any(not p.negated for p in self.parts)
+
+    def positive_parts(self) -> tuple[Part, ...]:
+        return tuple(p for p in self.parts if not p.negated)
 
     def plain(self) -> str:
         """The positive words and phrases as plain text (what a fallback search reads)."""
@@ -126,22 +129,41 @@ def read_query(text: str) -> ReadQuery:
     return ReadQuery(tuple(parts), tuple(words))
 
 
+PIECES_BOOST = 0.5  # an identifier found by its pieces, against found whole
+_LEAF = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_leaves(word: str) -> list[str]:
+    """The pieces of a dotted, underscored or camelCase name; [] for a plain word."""
+    if not re.search(r"[._]|[a-z][A-Z]", word) or "*" in word or "?" in word:
+        return []
+    leaves = [leaf for chunk in re.split(r"[._]+", word) for leaf in _LEAF.findall(chunk)]
+    if "." not in word and "_" not in word and len(leaves) < 3:
+        return []  # PyTorch, GradScaler: names that are names, not phrases
+    return leaves
+
+
 class QueryBuilder:
     """Turns read parts into Whoosh queries over `fields` with their boosts."""
 
     def __init__(self, schema, fields: list[str], boosts: dict[str, float]) -> None:
         self._schema = schema
-        self._multi = MultifieldParser(fields, schema, fieldboosts=boosts, group=AndGroup)
-        self._single: dict[str, QueryParser] = {}
+        # A part that analyzes into several tokens (an identifier's pieces, CJK bigrams) needs
+        # all of them, or, when the query is relaxed, any of them.
+        self._multi = {
+            group: MultifieldParser(fields, schema, fieldboosts=boosts, group=group)
+            for group in (AndGroup, OrGroup)
+        }
+        self._single: dict[tuple, QueryParser] = {}
 
-    def _parser(self, fieldname: str | None):
+    def _parser(self, fieldname: str | None, group):
         if fieldname is None:
-            return self._multi
-        if fieldname not in self._single:
-            self._single[fieldname] = QueryParser(fieldname, self._schema, group=AndGroup)
-        return self._single[fieldname]
+            return self._multi[group]
+        if (fieldname, group) not in self._single:
+            self._single[fieldname, group] = QueryParser(fieldname, self._schema, group=group)
+        return self._single[fieldname, group]
 
-    def part(self, part: Part) -> Query:
+    def part(self, part: Part, group=AndGroup) -> Query:
         if part.field in _FILTER_FIELDS:
             value = part.text.lower() if part.field == "tags" else part.text
             return Term(part.field, value)
@@ -149,7 +171,14 @@ class QueryBuilder:
         # sees no syntax but a phrase's quotes.
         text = f'"{part.text}"' if part.phrase else part.text
         try:
-            return self._parser(part.field).parse(text)
+            query = self._parser(part.field, group).parse(text)
+            leaves = [] if part.phrase else identifier_leaves(part.text)
+            if len(leaves) > 1:
+                # An identifier is found whole, or by its pieces (DistributedDataSampler:
+                # distributed, data, sampler), since people misremember names.
+                pieces = self._parser(part.field, group).parse(" ".join(leaves))
+                query = Or([query, pieces.with_boost(PIECES_BOOST)])
+            return query
         except Exception:  # a part the parser cannot read finds nothing
             return NullQuery
 
@@ -167,7 +196,7 @@ class QueryBuilder:
                 for word in (p.text.split() if p.phrase and not p.negated else [p.text])
             )
         for part in parts:
-            query = self.part(part)
+            query = self.part(part, OrGroup if any_part and not part.negated else AndGroup)
             if part.negated:
                 negated.append(query)
             elif part.either and groups:

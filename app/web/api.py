@@ -22,7 +22,7 @@ from app.models import utc_iso
 from app.outcomes import ANONYMOUS_PER_HOUR, OutcomeOut, OutcomeRefused, record_outcome
 from app.rendering import render_body
 from app.search import SearchService
-from app.search_index import read_state
+from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE, Editor, check_csrf, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.limits import read_write_body

@@ -24,7 +24,7 @@ from sqlmodel import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__, storage
-from app.search_index import read_state
+from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE
 
 # Reader routes whose answer is a function of the URL and the content mark alone, for anonymous

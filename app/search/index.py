@@ -33,10 +33,11 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.index import LockError
 
 from app import storage
-from app.analysis import code_analyzer, prose_analyzer, spelling_analyzer
 from app.files import write_atomically
 from app.models import Entry, Signature
 from app.rendering import extract_text
+from app.search.analysis import code_analyzer, prose_analyzer, spelling_analyzer
+from app.search.glossary import expansions
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ STATE_FILE = "state.json"
 FEED_WINDOW = 1000  # sequence numbers below the newest that catch-up reads again
 # Moves whenever the schema or a document's fields change: an index of another version is
 # rebuilt rather than updated.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Field boosts: id and title > aliases and signatures > summary > body.
 FIELD_BOOSTS = {
@@ -53,6 +54,7 @@ FIELD_BOOSTS = {
     "title": 5.0,
     "aliases": 3.0,
     "questions": 3.0,
+    "glossary": 1.0,
     "signatures": 3.0,
     "summary": 2.0,
     "body": 1.0,
@@ -72,6 +74,7 @@ def build_schema(cjk: str = "bigram") -> Schema:
         title=TEXT(analyzer=prose, stored=True),
         aliases=TEXT(analyzer=code, stored=True),
         questions=TEXT(analyzer=prose, stored=True),
+        glossary=TEXT(analyzer=prose),  # app.search.glossary's expansions
         signatures=TEXT(analyzer=code, stored=True),
         summary=TEXT(analyzer=prose, stored=True),
         body=TEXT(analyzer=prose, stored=True),
@@ -116,6 +119,10 @@ def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
         for s in signatures
     )
     aliases = " ; ".join(entry.aliases)
+    questions = "\n".join(entry.questions)
+    searched = "\n".join(
+        (entry.title, entry.summary, aliases, questions, signature_text, text.prose)
+    )
     return {
         "id": entry.id,
         "kind": entry.kind,
@@ -123,7 +130,8 @@ def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
         "id_text": entry.id,
         "title": entry.title,
         "aliases": aliases,
-        "questions": "\n".join(entry.questions),
+        "questions": questions,
+        "glossary": expansions(searched),
         "signatures": signature_text,
         "summary": entry.summary,
         "body": text.prose,
