@@ -1,6 +1,6 @@
 """What a request costs over HTTP, beside what the framework alone costs, in one run.
 
-    python bench/http.py [--connections 16] [--seconds 3] [--rounds 3]
+    python bench/http_speed.py [--connections 16] [--seconds 3] [--rounds 3]
 
 Starts two servers on 127.0.0.1, each one uvicorn worker with the settings `pitfalls serve` uses
 (proxy headers on, no access log): `pitfalls serve` on a fresh data dir holding the repository's
@@ -14,29 +14,24 @@ query (repeated); the search page; an entry page and its JSON; `POST /api/v1/mat
 traceback. Every answer must be 200, or the run stops.
 """
 
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, where `http.py` would stand in for
-# the standard library's `http` package: put the project's root there instead.
 ROOT = Path(__file__).resolve().parent.parent
-if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
-    sys.path[0] = str(ROOT)
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
 
 TRACEBACK = (
     "Traceback (most recent call last):\n"
