@@ -127,7 +127,7 @@ def test_stored_times_come_back_in_utc_from_either_database():
         ("POST", "/api/v1/entries/first-entry", "GET, PUT, DELETE"),
         ("PATCH", "/api/v1/entries/first-entry", "GET, PUT, DELETE"),
         ("GET", "/api/v1/entries/first-entry/revisions/1/restore", "POST"),
-        ("DELETE", "/api/v1/entries", "POST"),
+        ("DELETE", "/api/v1/entries", "GET, POST"),
         ("DELETE", "/login", "GET, POST"),
     ],
 )

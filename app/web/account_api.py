@@ -16,12 +16,14 @@ from app.accounts import (
     change_own_password,
     disable_user,
     enable_user,
+    get_user,
     list_tokens,
     list_users,
     recent_audit,
     reset_password,
     token_state,
 )
+from app.catalog import NotFound
 from app.models import ApiToken, User, UtcTimestamp
 from app.web.api import errors, read_json
 from app.web.auth import Admin, SignedIn, log_in, read_access
@@ -104,6 +106,11 @@ class PasswordChange(BaseModel):
     new_password: str
 
 
+def _known(session, name: str) -> None:
+    if get_user(session, name) is None:
+        raise NotFound(f"There is no user named {name!r}; GET /api/v1/users lists them.")
+
+
 @router.get("/users", summary="Every user, with role and state (admins)", responses=errors(403))
 def users(session: SessionDep, _: Admin) -> list[UserOut]:
     return [UserOut.of(u) for u in list_users(session)]
@@ -122,9 +129,10 @@ def audit_log(
     "/users/{name}/disable",
     summary="Disable a user: their logins and tokens stop at once (admins)",
     description="Nobody disables their own account or the last admin (422).",
-    responses=errors(403, 422),
+    responses=errors(403, 404, 422),
 )
 def disable(name: str, session: SessionDep, principal: Admin) -> UserOut:
+    _known(session, name)
     user = disable_user(session, name=name, actor=principal)
     session.commit()
     return UserOut.of(user)
@@ -133,9 +141,10 @@ def disable(name: str, session: SessionDep, principal: Admin) -> UserOut:
 @router.post(
     "/users/{name}/enable",
     summary="Enable a disabled user again (admins)",
-    responses=errors(403, 422),
+    responses=errors(403, 404, 422),
 )
 def enable(name: str, session: SessionDep, principal: Admin) -> UserOut:
+    _known(session, name)
     user = enable_user(session, name=name, actor=principal)
     session.commit()
     return UserOut.of(user)
@@ -144,11 +153,12 @@ def enable(name: str, session: SessionDep, principal: Admin) -> UserOut:
 @router.post(
     "/users/{name}/password",
     summary="Reset a user's password: the one given, or a generated one shown once (admins)",
-    responses=errors(400, 403, 413, 422),
+    responses=errors(400, 403, 404, 413, 422),
 )
 async def reset(
     name: str, request: Request, session: SessionDep, principal: Admin
 ) -> PasswordResetOut:
+    _known(session, name)
     body = await read_json(request, PasswordReset)
     password = await run_in_threadpool(
         reset_password, session, name=name, password=body.password or None, actor=principal

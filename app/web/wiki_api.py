@@ -69,7 +69,7 @@ def editor_state(
 @router.get(
     "/entries/{entry_id}/edit",
     summary="What the editor opens with: the entry's Markdown, revision and checks (editors)",
-    responses=errors(403, 404),
+    responses=errors(403, 404, 422),
 )
 def edit_entry(entry_id: str, request: Request, session: SessionDep, _: Editor) -> EditorState:
     markdown, revision = edit_source(session, entry_id)
