@@ -379,3 +379,14 @@ def answer_paste(
         foreign=foreign,
         parsed=_parsed_out(parsed),
     )
+
+
+def answer_query(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer | None:
+    """The answer to a search query that reads as error text (an exception or a warning
+    line), or None for words: the search box and the search API put these matches first."""
+    if not text.strip():
+        return None
+    parsed = parse_traceback(text)
+    if not (parsed.exceptions or parsed.warnings):
+        return None
+    return answer_paste(text, engine=engine, matcher=matcher, parsed=parsed)

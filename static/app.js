@@ -28,6 +28,27 @@
     });
   }
 
+  // A traceback pasted into the search box goes to its answer on /match: a search box keeps
+  // one line, and a paste is read best whole.
+  const searchBox = document.getElementById("q");
+  if (searchBox) {
+    searchBox.addEventListener("paste", (event) => {
+      const text = event.clipboardData ? event.clipboardData.getData("text") : "";
+      if (!text.trim().includes("\n")) return;
+      event.preventDefault();
+      const form = document.createElement("form");
+      form.method = "post";
+      form.action = ROOT + "/match";
+      form.hidden = true;
+      const field = document.createElement("textarea");
+      field.name = "text";
+      field.value = text;
+      form.append(field);
+      document.body.append(form);
+      form.submit();
+    });
+  }
+
   // The light/dark switch: the choice is kept in localStorage and applied before the first paint
   // by static/theme.js; until someone chooses, the system's prefers-color-scheme decides.
   const toggle = document.getElementById("theme-toggle");

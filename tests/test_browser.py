@@ -146,6 +146,30 @@ def test_the_paste_flow_returns_the_match_with_ctrl_enter(open_page):
     assert "module.conv1.weight" in page.locator(".why mark").first.inner_text()
 
 
+def test_a_traceback_pasted_into_the_search_box_gets_its_answer(open_page):
+    page = open_page("/")
+    page.focus("#q")
+    page.evaluate(
+        """(text) => {
+            const data = new DataTransfer();
+            data.setData("text/plain", text);
+            const box = document.getElementById("q");
+            box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true,
+                                                          cancelable: true}));
+        }""",
+        PASTE,
+    )
+    page.wait_for_url("**/match")
+    page.locator(".answer").wait_for()
+    assert "Known pitfall" in page.locator(".answer h2").inner_text()
+    assert page.locator("#text").input_value() == PASTE  # the paste is kept whole, lines and all
+    # One line typed is still a search.
+    page.goto(page.url.replace("/match", "/"))
+    page.fill("#q", "num_batches_tracked")
+    page.press("#q", "Enter")
+    page.wait_for_url("**/search?q=num_batches_tracked")
+
+
 def test_on_a_phone_the_answer_comes_first_and_the_paste_folds_away(open_page):
     page = open_page("/match", viewport={"width": 390, "height": 844})
     page.fill("#text", PASTE)

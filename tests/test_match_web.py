@@ -103,9 +103,13 @@ def test_match_page_works_without_javascript(real_client):
     assert "What we read" in page.text and "/home/u/load.py" in page.text
     assert '<a href="/entries/state-dict-module-prefix">' in page.text
     assert "<mark>" in page.text and "module.conv1.weight" in page.text
-    # The answer is in the server's HTML; the only script is an external file the page does not need.
-    (script,) = re.findall(r"<script[^>]*>", page.text)
-    assert re.fullmatch(r'<script src="[^"]*/static/app\.js" defer>', script)
+    # The answer is in the server's HTML; the only scripts are external files the page does not
+    # need: the theme (light/dark) and app.js.
+    scripts = re.findall(r"<script[^>]*>", page.text)
+    assert len(scripts) == 2 and "<script>" not in page.text
+    assert all(
+        re.fullmatch(r'<script src="[^"]*/static/(theme|app)\.js"( defer)?>', s) for s in scripts
+    )
     unknown = real_client.post("/match", data={"text": UNKNOWN})
     assert "No known pitfall matches this error." in unknown.text
 

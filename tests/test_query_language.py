@@ -225,3 +225,32 @@ def test_the_search_api_never_answers_5xx(client, query):
 def test_any_text_up_to_the_limit_is_searched(client, query):
     response = client.get("/api/v1/search", params={"q": query})
     assert response.status_code < 500, (query, response.text[:300])
+
+
+PASTE = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 3, in <module>\n'
+    "    x.view(-1)\n"
+    "RuntimeError: view size is not compatible with input tensor's size and stride (at least "
+    "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.\n"
+)
+
+
+def test_a_paste_in_the_search_box_is_answered_on_match(client):
+    response = client.get("/search", params={"q": PASTE}, follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"].startswith("/match?text=Traceback")
+    page = client.get(response.headers["location"])
+    assert page.status_code == 200 and 'href="/entries/view-non-contiguous"' in page.text
+    long_line = client.get("/search", params={"q": "x " * 1500}, follow_redirects=False)
+    assert long_line.status_code == 303  # longer than a query: a paste too
+    assert client.get("/search", params={"q": "a" * 17_000}).status_code == 422  # a sentence
+
+
+def test_error_text_in_the_search_api_is_matched_as_well_as_searched(client):
+    message = "RuntimeError: view size is not compatible with input tensor's size and stride"
+    found = client.get("/api/v1/search", params={"q": message}).json()
+    assert found["matches"][0]["id"] == "view-non-contiguous"
+    assert found["matches"][0]["tier"] == "signature" and found["hits"]
+    words = client.get("/api/v1/search", params={"q": "contiguous view"}).json()
+    assert words["matches"] == []

@@ -44,8 +44,10 @@ def test_search_page_and_its_json_twin_show_the_same_hits(real_client):
 
 
 def test_search_page_offers_the_suggestion(real_client):
-    page = real_client.get("/search", params={"q": "contigous"})
+    page = real_client.get("/search", params={"q": "contigous", "exact": "1"})
     assert 'Did you mean <a href="/search?q=contiguous">contiguous</a>?' in page.text
+    corrected = real_client.get("/search", params={"q": "contigous"})
+    assert "Showing results for <strong>contiguous</strong>" in corrected.text
 
 
 def test_search_values_are_escaped(real_client):

@@ -13,6 +13,7 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from app import storage
+from app.answers import answer_query
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.inbox import ClusterOut
@@ -152,6 +153,7 @@ def tag(tag: str, service: SearchDep) -> TagPage:
 
 @router.get("/search", summary="Full-text search over the entries", responses=errors(422, 503))
 def search(
+    request: Request,
     service: SearchDep,
     settings: SettingsDep,
     q: str = Query(
@@ -180,8 +182,12 @@ def search(
         page=page,
         limit=limit or settings.search_page_size,
         correct=not exact,
-    )
-    return result.to_dict()
+    ).to_dict()
+    # Error text is matched as well as searched: its known and likely entries, best first.
+    state = request.app.state
+    answer = answer_query(q, engine=state.engine, matcher=state.matchers.current())
+    result["matches"] = [m.model_dump(mode="json") for m in answer.matches] if answer else []
+    return result
 
 
 @router.get(

@@ -144,8 +144,11 @@ def _page(request: Request, text: str, answer: Answer | None, status: int = 200)
 
 
 @router.get("/match", response_class=HTMLResponse, include_in_schema=False)
-def match_form(request: Request):
-    return _page(request, "", None)
+async def match_form(request: Request, settings: SettingsDep, text: str = ""):
+    """The paste form; with `?text=`, the answer to it (where the search box sends a paste)."""
+    if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
+        raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
+    return _page(request, text, await _answer(request, text) if text.strip() else None)
 
 
 @router.post("/match", response_class=HTMLResponse, include_in_schema=False)

@@ -1,19 +1,22 @@
 """Server-rendered pages; each calls the same function as its JSON twin under /api/v1."""
 
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from app import storage
-from app.answers import answer_paste
+from app.answers import answer_query
 from app.catalog import get_overview, get_tag_page
 from app.entry_details import fix_first, get_entry_details, table_of_contents
-from app.tracebacks import parse_traceback
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
-from app.web.paths import public_base, site_path
+from app.web.paths import public_base, see_other, site_path
 from app.web.twins import twin_path
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+QUERY_CHARS = 2000  # a search; longer text in the search box is a paste, answered on /match
+PASTE_QUERY_CHARS = 16_000  # what a URL carries through the server
 
 
 def render(
@@ -79,24 +82,26 @@ def search_page(
     request: Request,
     service: SearchDep,
     settings: SettingsDep,
-    q: str = Query("", max_length=2000),
+    q: str = Query("", max_length=PASTE_QUERY_CHARS),
     kind: str | None = None,
     tag: str | None = None,
     page: int = Query(1, ge=1, le=10_000),
     exact: bool = False,
 ):
+    if "\n" in q.strip() or len(q) > QUERY_CHARS:
+        # A traceback pasted into the search box: the paste's answer, not a text search.
+        return see_other(request, "/match?" + urlencode({"text": q}))
     result = service.search(
         q, kind=kind, tag=tag, page=page, limit=settings.search_page_size, correct=not exact
     )
     # Error text typed or pasted into the search box is matched first, as on /match: a query
     # holds at most 2,000 characters, so this costs about what the search does.
-    answer = None
-    parsed = parse_traceback(q) if q and page == 1 else None
-    if parsed is not None and (parsed.exceptions or parsed.warnings):
-        state = request.app.state
-        answer = answer_paste(
-            q, engine=state.engine, matcher=state.matchers.current(), parsed=parsed
-        )
+    state = request.app.state
+    answer = (
+        answer_query(q, engine=state.engine, matcher=state.matchers.current())
+        if page == 1
+        else None
+    )
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
         alternate += "?" + request.url.query
