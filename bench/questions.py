@@ -65,6 +65,9 @@ def main() -> None:
             groups[f"{lang}, half {half}"] = [
                 r for r in groups[lang] if half_of(r[0]["source"]) == half
             ]
+    for batch in sorted({r[0]["batch"] for r in rows if r[0].get("batch")}):
+        # Gathered after the levers were chosen: no one looked at these before measuring.
+        groups[f"batch {batch}"] = [r for r in rows if r[0].get("batch") == batch]
     for name, group in groups.items():
         if not group:
             continue

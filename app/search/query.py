@@ -78,6 +78,29 @@ class ReadQuery:
         return " ".join(p.text for p in self.parts if not p.negated)
 
 
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+
+def _cjk_parts(word: str) -> list[str]:
+    """A word with Chinese in it as parts: its Latin pieces whole, each CJK run as its
+    bigrams. Chinese has no spaces, so a question is one "word"; as bigrams, each part can be
+    found on its own and a long question ranks entries by how much of it they cover."""
+    if not _CJK_RUN.search(word):
+        return [word]
+    parts = []
+    at = 0
+    for run in _CJK_RUN.finditer(word):
+        if run.start() > at:
+            parts.append(word[at : run.start()])
+        text = run.group()
+        grams = [text] if len(text) == 1 else [text[i : i + 2] for i in range(len(text) - 1)]
+        parts += grams
+        at = run.end()
+    if at < len(word):
+        parts.append(word[at:])
+    return [p for p in parts if p.strip(" .-+")]
+
+
 def _clean_word(word: str) -> str:
     word = _WORD_JUNK.sub(" ", word).strip(" .-+")
     return word
@@ -115,8 +138,9 @@ def read_query(text: str) -> ReadQuery:
                 found.append(Part(cleaned, phrase=is_phrase, field=fieldname, negated=negated))
         elif raw is not None:
             for piece in _clean_word(raw).split():
-                if piece.strip("*?"):
-                    found.append(Part(piece, field=fieldname, negated=negated))
+                for chunk in _cjk_parts(piece):
+                    if chunk.strip("*?"):
+                        found.append(Part(chunk, field=fieldname, negated=negated))
         for i, part in enumerate(found):
             if part.text.strip("*?") == "":
                 continue
