@@ -7,7 +7,7 @@ needs no set-up command of its own.
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
@@ -15,16 +15,17 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from app import storage
-from app.ingest import IngestReport, ingest_content
-from app.search.index import IndexState, update_index
 from app.settings import Settings
-from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
+
+if TYPE_CHECKING:
+    from app.ingest import IngestReport
+    from app.search.index import IndexState
 
 
 @dataclass
 class PrepareReport:
-    ingest: IngestReport | None
-    index: IndexState
+    ingest: "IngestReport | None"
+    index: "IndexState | None"
 
 
 def database_is_empty(engine: Engine) -> bool:
@@ -46,6 +47,11 @@ def prepare_data(
     The writes happen under the set-up lock: N processes started together on one database
     migrate and ingest one at a time, and the ones after the first find nothing left to do.
     The index is each process's own and is brought up to date outside the lock."""
+    # Imported here: a command that only reads (`pitfalls match`) never needs them.
+    from app.ingest import ingest_content
+    from app.search.index import update_index
+    from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
+
     report = None
     with storage.setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
         storage.upgrade_schema(engine)
@@ -59,6 +65,15 @@ def prepare_data(
             load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
     assert settings.index_dir is not None
     return PrepareReport(ingest=report, index=update_index(engine, settings.index_dir))
+
+
+def prepare_to_read(settings: Settings, engine: Engine) -> None:
+    """For a command that reads and matches but never searches (`pitfalls match`, the hook):
+    nothing to do when the schema is current and the database holds entries, which is checked
+    without the set-up lock, Alembic or the search index; otherwise the full preparation."""
+    if storage.schema_is_current(engine) and not database_is_empty(engine):
+        return
+    prepare_data(settings, engine, ingest="if-empty")
 
 
 def startup_problem(exc: BaseException, settings: Settings) -> str | None:

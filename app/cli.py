@@ -4,6 +4,7 @@ Exit codes: 0 success, 1 the command ran and found problems (bad entries, broken
 2 it could not run (bad settings or arguments).
 """
 
+import contextlib
 import json
 import sys
 import time
@@ -334,15 +335,26 @@ def _answer(text: str, server: str | None) -> dict:
     from sqlmodel import Session
 
     from app.answers import answer_paste
-    from app.bootstrap import prepare_data
+    from app.bootstrap import prepare_to_read
+    from app.matching.likely import read_saved_documents, save_documents
     from app.matching.paste_matcher import PasteMatcher
     from app.storage import active_entry_texts, active_signature_records, create_db_engine
 
     settings = _settings()
     engine = create_db_engine(settings)
-    prepare_data(settings, engine, ingest="if-empty")
+    prepare_to_read(settings, engine)
+    # What the likely tier read of each entry is kept in the data dir: the next command
+    # tokenizes only the entries that changed.
+    saved_file = settings.data_dir / "cache" / "likely-entries.marshal"
     with Session(engine) as session:
-        matcher = PasteMatcher.build(active_signature_records(session), active_entry_texts(session))
+        matcher = PasteMatcher.build(
+            active_signature_records(session),
+            active_entry_texts(session),
+            saved=read_saved_documents(saved_file),
+        )
+    if matcher.likely.read_afresh:
+        with contextlib.suppress(OSError):  # a read-only data dir only costs the time
+            save_documents(matcher.likely, saved_file)
     try:
         text = text[-settings.max_paste_bytes :]
         return answer_paste(text, engine=engine, matcher=matcher).model_dump()

@@ -6,6 +6,8 @@ here, so SQL stays in one place and stays portable between SQLite and PostgreSQL
 
 import contextlib
 import fcntl
+import hashlib
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -15,7 +17,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, create_engine, delete, select
 
-from app.entries import EntryDocument, content_hash
 from app.matching import SignatureRecord
 from app.matching.likely import EntryText
 from app.models import (
@@ -35,6 +36,8 @@ from app.settings import Settings
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+    from app.entries import EntryDocument
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -114,6 +117,36 @@ def alembic_config() -> "Config":
     config = Config()
     config.set_main_option("script_location", str(resource_dir("migrations")))
     return config
+
+
+_REVISION_LINE = re.compile(
+    r"^(down_revision|revision)\s*(?::[^=]*)?=\s*['\"]?([\w]+|None)['\"]?", re.M
+)
+
+
+def head_revision() -> str | None:
+    """The newest migration, read from the files' `revision`/`down_revision` lines without
+    importing Alembic: the revision that no other one revises."""
+    revisions, revised = set(), set()
+    for path in resource_dir("migrations").joinpath("versions").glob("*.py"):
+        for kind, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            (revisions if kind == "revision" else revised).add(value)
+    heads = revisions - revised
+    return heads.pop() if len(heads) == 1 else None
+
+
+def schema_is_current(engine: Engine) -> bool:
+    """True when the database is at the newest migration: then a reader need not take the
+    set-up lock or load Alembic (a CLI command answers sooner)."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    except Exception:  # no table yet, or no database: the full set-up decides
+        return False
+    return [row[0] for row in rows] == [head]
 
 
 def upgrade_schema(engine: Engine) -> None:
@@ -276,7 +309,10 @@ def latest_verifications(session: Session, *, entry_id: str) -> list[Verificatio
         snippet = current.get(row.snippet_position)
         if snippet is None or row.snippet_position in latest:
             continue
-        if content_hash(snippet.code) == row.code_hash and snippet.role == row.role:
+        if (
+            hashlib.sha256(snippet.code.encode("utf-8")).hexdigest() == row.code_hash
+            and snippet.role == row.role
+        ):
             latest[row.snippet_position] = row
     return [latest[p] for p in sorted(latest)]
 
@@ -427,7 +463,7 @@ def _record_change(
     session.add(Change(entry_id=entry_id, action=action, revision=revision, actor=actor))
 
 
-def _replace_parts(session: Session, *, doc: EntryDocument) -> None:
+def _replace_parts(session: Session, *, doc: "EntryDocument") -> None:
     assert doc.front is not None and doc.rendered is not None
     entry_id = doc.front.id
     session.exec(delete(Signature).where(col(Signature.entry_id) == entry_id))
@@ -468,7 +504,7 @@ class EntryExists(Exception):
 def save_entry(
     session: Session,
     *,
-    doc: EntryDocument,
+    doc: "EntryDocument",
     author: str,
     source: str,
     message: str = "",
@@ -523,7 +559,7 @@ def save_entry(
     return action
 
 
-def _entry_fields(doc: EntryDocument) -> dict:
+def _entry_fields(doc: "EntryDocument") -> dict:
     assert doc.front is not None and doc.rendered is not None
     front = doc.front
     return {

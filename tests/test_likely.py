@@ -258,3 +258,37 @@ def test_the_likely_tier_reads_only_the_head_of_a_message_that_swallowed_a_log(m
     result = matcher.match(parse_traceback(paste))
     assert result.query is not None and result.query.message.startswith("start")
     assert len(result.query.message) <= 4000
+
+
+# ---- what a short-lived process keeps between runs ---------------------------------------------
+
+
+def test_saved_entries_give_the_same_index_and_damaged_files_are_ignored(tmp_path):
+    from app.matching.likely import read_saved_documents, save_documents
+
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    texts = entry_texts(docs)
+    fresh = PasteMatcher.build(signature_records(docs), texts)
+    assert fresh.likely.read_afresh == len(texts)
+    path = tmp_path / "cache" / "likely-entries.marshal"
+    save_documents(fresh.likely, path)
+    reused = PasteMatcher.build(signature_records(docs), texts, saved=read_saved_documents(path))
+    assert reused.likely.read_afresh == 0
+    # One entry changed: only it is read again, and the answers are those of a fresh index.
+    changed = [
+        t if t.entry_id != "view-non-contiguous" else EntryText(t.entry_id, "new title")
+        for t in texts
+    ]
+    partly = PasteMatcher.build(signature_records(docs), changed, saved=read_saved_documents(path))
+    assert partly.likely.read_afresh == 1
+    paste = Query("DataLoader worker (pid 4242) is killed by signal: Killed.", None)
+
+    def ranked(built):
+        return [(c.entry_id, c.score) for c in built.likely.candidates(paste)]
+
+    assert ranked(reused) == ranked(fresh)
+    assert ranked(partly) == ranked(PasteMatcher.build(signature_records(docs), changed))
+    for damage in (b"", b"\x00garbage", path.read_bytes()[:1000]):
+        path.write_bytes(damage)
+        assert read_saved_documents(path) == {}
+    assert read_saved_documents(tmp_path / "missing") == {}

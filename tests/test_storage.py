@@ -9,7 +9,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel
 
 from app.models import Signature
-from app.storage import alembic_config, upgrade_schema
+from app.storage import (
+    alembic_config,
+    head_revision,
+    schema_is_current,
+    upgrade_schema,
+)
 
 pytestmark = pytest.mark.both_databases
 
@@ -28,6 +33,18 @@ def test_upgrade_is_idempotent_and_at_head(engine):
     assert {"entry", "signature", "snippet", "revision", "change"} <= set(
         inspect(engine).get_table_names()
     )
+
+
+def test_a_reader_sees_the_schema_is_current_without_alembic(engine):
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head_revision() == head
+    assert schema_is_current(engine)
+    with engine.begin() as connection:  # one migration behind: not current
+        connection.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    assert not schema_is_current(engine)
+    with engine.begin() as connection:  # never migrated: no table at all
+        connection.execute(text("DROP TABLE alembic_version"))
+    assert not schema_is_current(engine)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

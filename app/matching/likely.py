@@ -21,16 +21,21 @@ few features that a calibrated model (`calibration`) turns into one confidence:
 Everything is pure Python over small dictionaries, built once per change of the content.
 """
 
+import hashlib
+import marshal
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 
 from whoosh.lang.porter import stem as porter_stem
 
+from app import normalization
 from app.budget import check_budget
+from app.files import write_atomically
 from app.normalization import normalize_message
 
 FEATURES = (
@@ -211,18 +216,71 @@ def _read_entry(entry: EntryText) -> "_Doc":
     )
 
 
+def _code_digest() -> str:
+    """What reading an entry depends on: this module's and the normalizer's code."""
+    digest = hashlib.sha256()
+    for module in (__file__, normalization.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()
+
+
+def read_saved_documents(path: Path) -> dict[EntryText, "_Doc"]:
+    """Entries read by an earlier process (`save_documents`), or {} when the file is missing,
+    damaged or written by other code: a cache, never a source of truth."""
+    try:
+        data = marshal.loads(path.read_bytes())
+        if not isinstance(data, dict) or data.get("code") != _code_digest():
+            return {}
+        saved = {}
+        for key, (terms, length, examples) in data["docs"]:
+            entry = EntryText(*key)
+            saved[entry] = _Doc(
+                entry_id=entry.entry_id,
+                terms=Counter(terms),
+                length=length,
+                vocabulary=frozenset(terms),
+                examples=[frozenset(e) for e in examples],
+                exception_types=entry.exception_types,
+            )
+        return saved
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
+        return {}
+
+
+def save_documents(index: "LikelyIndex", path: Path) -> None:
+    """Keep what `index` read of each entry, so that a short-lived process (`pitfalls match`)
+    tokenizes only the entries that changed since."""
+    docs = [
+        (astuple(entry), (dict(doc.terms), doc.length, [tuple(e) for e in doc.examples]))
+        for entry, doc in index._doc_of.items()
+    ]
+    payload = marshal.dumps({"code": _code_digest(), "docs": docs})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, payload)
+
+
 class LikelyIndex:
     """An inverted index of the entries' texts; `candidates` proposes and describes entries."""
 
-    def __init__(self, entries: Iterable[EntryText], previous: "LikelyIndex | None" = None) -> None:
+    def __init__(
+        self,
+        entries: Iterable[EntryText],
+        previous: "LikelyIndex | None" = None,
+        saved: dict[EntryText, "_Doc"] | None = None,
+    ) -> None:
         """`previous`: an index of this process whose tokenized entries are reused where an
-        entry's text is unchanged (a save re-reads only the entries that changed)."""
+        entry's text is unchanged (a save re-reads only the entries that changed); `saved`:
+        the same from `read_saved_documents`."""
         self._docs: list[_Doc] = []
         self._doc_of: dict[EntryText, _Doc] = {}
-        known = previous._doc_of if previous is not None else {}
+        self.read_afresh = 0  # entries tokenized here rather than reused
+        known = previous._doc_of if previous is not None else (saved or {})
         postings: dict[str, list[tuple[int, float]]] = {}
         for entry in entries:
-            doc = known.get(entry) or self._doc_of.get(entry) or _read_entry(entry)
+            doc = known.get(entry) or self._doc_of.get(entry)
+            if doc is None:
+                doc = _read_entry(entry)
+                self.read_afresh += 1
             self._doc_of[entry] = doc
             index = len(self._docs)
             self._docs.append(doc)

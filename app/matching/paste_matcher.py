@@ -91,9 +91,12 @@ class PasteMatcher:
         entries: Iterable[EntryText],
         model: Model | None = None,
         previous: "PasteMatcher | None" = None,
+        saved: dict | None = None,
     ) -> None:
         self.signatures = signatures
-        self.likely = LikelyIndex(entries, previous.likely if previous is not None else None)
+        self.likely = LikelyIndex(
+            entries, previous.likely if previous is not None else None, saved=saved
+        )
         self.model = model if model is not None else load_model()
 
     @classmethod
@@ -103,10 +106,12 @@ class PasteMatcher:
         entries: Iterable[EntryText],
         model=None,
         previous: "PasteMatcher | None" = None,
+        saved: dict | None = None,
     ) -> "PasteMatcher":
         """`previous`: the matcher this one replaces; what it read and compiled of unchanged
-        entries is reused (signatures are also shared with any other live matcher)."""
-        return cls(SignatureMatcher(records), entries, model, previous)
+        entries is reused (signatures are also shared with any other live matcher). `saved`:
+        entries read by an earlier process (`likely.read_saved_documents`)."""
+        return cls(SignatureMatcher(records), entries, model, previous, saved)
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
         vetoed: set[str] = set()
