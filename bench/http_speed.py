@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -249,9 +248,13 @@ def main() -> None:
             f"{args.rounds} rounds x {args.seconds:g} s per row (median round), {entries} entries"
         )
         print(f"  {'':32} {'req/s':>8} {'% bare':>7} {'p50 ms':>8} {'p99 ms':>8}")
-        bare_rate = statistics.median(r.rate for r in results[rows[0][0]])
+
+        def median_round(name: str) -> Result:
+            return sorted(results[name], key=lambda r: r.rate)[(len(results[name]) - 1) // 2]
+
+        bare_rate = median_round(rows[0][0]).rate  # the same round choice as every row's
         for name, _, _ in rows:
-            median = sorted(results[name], key=lambda r: r.rate)[len(results[name]) // 2]
+            median = median_round(name)
             print(
                 f"  {name:32} {median.rate:8.0f} {100 * median.rate / bare_rate:6.0f}% "
                 f"{median.percentile(0.5):8.1f} {median.percentile(0.99):8.1f}"

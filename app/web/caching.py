@@ -2,8 +2,9 @@
 
 Pure ASGI middleware in front of the session middleware. For a GET of a reader's page or its
 JSON twin (home, search, tags, entries) by an anonymous visitor (no session cookie, no
-`Authorization`) on a site whose reading is public, it reads the database's content mark (the
-change feed, outcome reports, verify results: one small query) and
+`Authorization`) on a site whose reading is public, it takes the database's content mark (the
+change feed, outcome reports, verify results: one small query, made at most every 100 ms and
+after each commit of this process, so that a page served from memory costs no query) and
 - answers from a bounded LRU of rendered responses kept under that mark and URL, or renders the
   page and keeps it (only a 200 that sets no cookie, rendered while this process's search index
   and matcher stood at the same feed mark);
@@ -16,10 +17,13 @@ past a change. Signed-in visitors and every other route pass through untouched.
 
 import hashlib
 import re
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import anyio
+from sqlalchemy import event
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,6 +38,7 @@ CACHED_PATHS = re.compile(
     r"|/api/v1/(?:search|overview|tags/[^/]+|entries/[^/]+))$"
 )
 MAX_ENTRIES = 1024
+MARK_INTERVAL_S = 0.1  # how long a content mark read from the database is used without asking
 MAX_BYTES = 64 << 20
 # Headers a kept response must not carry to another request.
 _PER_REQUEST = {b"x-request-id", b"set-cookie", b"date", b"server"}
@@ -95,10 +100,53 @@ def _anonymous(headers: dict[bytes, bytes]) -> bool:
     return b"authorization" not in headers and SESSION_COOKIE.encode() + b"=" not in cookies
 
 
+# Commits made by this process, counted: any of them may move the content mark.
+_commits = [0]
+
+
+@event.listens_for(OrmSession, "after_commit")
+def _count_commit(session: OrmSession) -> None:
+    _commits[0] += 1
+
+
+class MarkReader:
+    """The content mark, read from the database at most once per `interval_s` and again after
+    any commit made by this process: a cached page then costs no query at all. A write made by
+    another process shows after at most `interval_s`, well within the time its search index
+    and matcher take to follow it."""
+
+    def __init__(self, interval_s: float = MARK_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self._mark: storage.ContentMark | None = None
+        self._read_at = float("-inf")
+        self._commits_seen = -1
+        self.reads = 0
+
+    def fresh(self) -> storage.ContentMark | None:
+        """The mark when it may be used as it is, without reading (from the event loop)."""
+        if (
+            self._mark is not None
+            and self._commits_seen == _commits[0]
+            and time.monotonic() - self._read_at < self.interval_s
+        ):
+            return self._mark
+        return None
+
+    def read(self, state) -> storage.ContentMark:
+        """Read the database (in a worker thread)."""
+        commits, started = _commits[0], time.monotonic()
+        with Session(state.engine) as session:
+            mark = storage.content_mark(session)
+        self.reads += 1
+        self._mark, self._read_at, self._commits_seen = mark, started, commits
+        return mark
+
+
 class ReaderCache:
     def __init__(self, app: ASGIApp, max_entries: int = MAX_ENTRIES) -> None:
         self.app = app
         self.cache = ResponseCache(max_entries)
+        self.marks = MarkReader()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "GET":
@@ -118,7 +166,7 @@ class ReaderCache:
         ):
             await self.app(scope, receive, send)
             return
-        mark = await anyio.to_thread.run_sync(self._content_mark, state)
+        mark = self.marks.fresh() or await anyio.to_thread.run_sync(self.marks.read, state)
         key = (root, path, scope.get("query_string", b""), mark)
         if_none_match = headers.get(b"if-none-match")
         kept = self.cache.get(key)
@@ -127,11 +175,6 @@ class ReaderCache:
             await self._send(send, kept, if_none_match)
             return
         await self._render_and_keep(scope, receive, send, key, mark, if_none_match)
-
-    @staticmethod
-    def _content_mark(state) -> storage.ContentMark:
-        with Session(state.engine) as session:
-            return storage.content_mark(session)
 
     @staticmethod
     def _in_step(state, mark: storage.ContentMark) -> bool:
