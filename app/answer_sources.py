@@ -152,6 +152,7 @@ def local_pitfalls(settings) -> LocalPitfalls:
             engine,
             check_interval_ms=settings.index_check_interval_ms,
             budget_ms=settings.search_budget_ms,
+            search_engine=settings.search_engine,
         ),
     )
     return LocalPitfalls(state)

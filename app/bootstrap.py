@@ -64,7 +64,9 @@ def prepare_data(
             # Results shipped next to the entries, for snippets whose code is still the same.
             load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
     assert settings.index_dir is not None
-    return PrepareReport(ingest=report, index=update_index(engine, settings.index_dir))
+    return PrepareReport(
+        ingest=report, index=update_index(engine, settings.index_dir, settings.search_engine)
+    )
 
 
 def prepare_to_read(settings: Settings, engine: Engine) -> None:

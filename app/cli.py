@@ -137,7 +137,7 @@ def restore(file: Path) -> None:
         with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
             upgrade_schema(engine)
             counts = load(engine, file)
-        state = rebuild_index(engine, settings.index_dir)
+        state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
     except BackupError as exc:
         raise CannotRun(str(exc)) from None
     finally:
@@ -158,7 +158,7 @@ def reindex() -> None:
     engine = create_db_engine(settings)
     upgrade_schema(engine)
     started = time.perf_counter()
-    state = rebuild_index(engine, settings.index_dir)
+    state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
     engine.dispose()
     elapsed = time.perf_counter() - started
     click.echo(f"reindexed in {elapsed:.2f} s (change sequence {state.seq})")
@@ -182,7 +182,7 @@ def search(
     settings = _settings()
     engine = create_db_engine(settings)
     prepare_data(settings, engine, ingest="if-empty")
-    service = SearchService(settings.index_dir, engine)
+    service = SearchService(settings.index_dir, engine, search_engine=settings.search_engine)
     result = service.search(" ".join(query), kind=kind, tag=tag, page=page, limit=limit)
     service.close()
     engine.dispose()

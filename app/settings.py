@@ -5,6 +5,7 @@ the start with a message that says which variable to fix and how.
 """
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,7 +33,12 @@ class Settings(BaseSettings):
     )
     index_dir: Path | None = Field(
         None,
-        description="Folder of the Whoosh search index; empty means <data dir>/index.",
+        description="Folder of the search index; empty means <data dir>/index.",
+    )
+    search_engine: Literal["whoosh", "tantivy"] = Field(
+        "whoosh",
+        description="The search engine behind the index: whoosh, or tantivy (faster, needs "
+        '`pip install "pitfalls[tantivy]"`); switching rebuilds the index at the next start.',
     )
     content_dir: Path | None = Field(
         None,

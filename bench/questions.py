@@ -1,6 +1,6 @@
 """Search on real question titles: top-1 and MRR@10, by language and by half.
 
-    python bench/questions.py [--show-misses]
+    python bench/questions.py [--show-misses] [--engine whoosh|tantivy]
 
 `tests/data/queries/questions.json` holds question titles people posted (GitHub issues, forums,
 Chinese sites), each with the entry that answers it and its source. Every title is searched as a
@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from app import storage  # noqa: E402
 from app.bootstrap import prepare_data  # noqa: E402
 from app.search import SearchService  # noqa: E402
+from app.search.index import ENGINES  # noqa: E402
 from app.settings import load_settings  # noqa: E402
 
 QUESTIONS = ROOT / "tests" / "data" / "queries" / "questions.json"
@@ -40,13 +41,16 @@ def main() -> None:
         choices=["A", "B"],
         help="show the misses of this half only (tune on one half, report on the other)",
     )
+    parser.add_argument("--engine", choices=ENGINES, default="whoosh", help="the search engine")
     args = parser.parse_args()
     questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="pitfalls-questions-"))
-    settings = load_settings(data_dir=folder, content_dir=ROOT / "content")
+    settings = load_settings(
+        data_dir=folder, content_dir=ROOT / "content", search_engine=args.engine
+    )
     engine = storage.create_db_engine(settings)
     prepare_data(settings, engine)
-    search = SearchService(settings.index_dir, engine, budget_ms=10_000)
+    search = SearchService(settings.index_dir, engine, budget_ms=10_000, search_engine=args.engine)
     rows = []
     started = time.perf_counter()
     for q in questions:
@@ -56,7 +60,9 @@ def main() -> None:
         rank = ids.index(q["expected"]) + 1 if q["expected"] in ids else None
         rows.append((q, rank))
     elapsed = time.perf_counter() - started
-    print(f"{len(rows)} real question titles, searched over the repository's entries")
+    print(
+        f"{len(rows)} real question titles, searched over the repository's entries ({args.engine})"
+    )
     print(f"{'':14} {'n':>4} {'top-1':>7} {'MRR@10':>7} {'in top 10':>10}")
     groups = {"all": rows}
     for lang in ("en", "zh"):

@@ -1,7 +1,10 @@
-"""Searching the index: one searcher reused across requests and refreshed when the index moves.
+"""Searching the index: the one face of search for pages, API, CLI, MCP and the matcher.
 
-Facet counts come from per-term document sets cached for the life of a searcher, so counting
-never scores every hit; highlights are made only for the page shown.
+Readers of the index come from a small pool, reused across requests and replaced when the index
+moves. The engine behind them is Whoosh or tantivy (`PITFALLS_SEARCH_ENGINE`); both get the same
+query (`app.search.query`), and everything around it is decided here once: long queries ranked
+by coverage, the relaxed fallback, corrections, exact totals and facet counts, and highlights made
+only for the page shown.
 """
 
 import contextlib
@@ -11,55 +14,32 @@ import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from itertools import islice
 from pathlib import Path
 
 from sqlalchemy import Engine
 from whoosh.analysis import STOP_WORDS
-from whoosh.collectors import TopCollector
-from whoosh.filedb.filestore import FileStorage
 from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
 from whoosh.qparser import OrGroup
-from whoosh.query import (
-    And,
-    AndNot,
-    Every,
-    MultiTerm,
-    NullQuery,
-    Or,
-    Prefix,
-    Query,
-    Term,
-    Wildcard,
-)
-from whoosh.searching import Searcher
+from whoosh.query import And, AndNot, Every, Query, Term
 
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.metrics import SEARCH_SECONDS
-from app.search.analysis import stem_word
 from app.search.index import (
-    FIELD_BOOSTS,
-    SEARCH_FIELDS,
     current_generation,
+    engine_name,
+    load_engine,
     read_state,
     rebuild_index,
     update_index,
 )
-from app.search.query import QueryBuilder, ReadQuery, read_query
+from app.search.query import ReadQuery, read_query
 from app.storage import FeedMark
 
-FACET_FIELDS = {"kind": "kind", "tag": "tags"}
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
-STEMMED_FIELDS = ("title", "summary", "body", "questions")
 HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
-# Wildcards and ranges become at most this many terms each, and a wildcard needs this many
-# literal characters before its first * or ?: `a*` alone would be most of the lexicon.
-MAX_TERM_EXPANSION = 64
-MIN_WILDCARD_PREFIX = 2
-MAX_MULTI_TERMS = 8  # per query; further wildcards count as their literal text
 MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
 RANK_POOL = 100  # any-word results re-ranked by coverage: the best this many by score
@@ -112,23 +92,6 @@ class SearchResult:
         }
 
 
-class _TopAndAllCollector(TopCollector):
-    """Top-N scoring that also keeps every matched document number, in one pass.
-
-    Whoosh otherwise builds the (costly) multi-field matcher twice: once to score the page and
-    once more to count the total and the facets. It checks the time budget as it goes.
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit=limit, usequality=False)
-
-    def _collect(self, global_docnum: int, score: float):
-        self.docset.add(global_docnum)
-        if len(self.docset) % 256 == 0:
-            check_budget()
-        return super()._collect(global_docnum, score)
-
-
 class IndexUnavailable(RuntimeError):
     """There is no usable index: not built yet, or damaged and being rebuilt."""
 
@@ -137,55 +100,28 @@ class SearchTooSlow(RuntimeError):
     """A search ran past its time budget and was stopped."""
 
 
-@dataclass
-class _PooledSearcher:
-    """A searcher used by one thread at a time, with the facet sets of its index version."""
-
-    generation: Path
-    searcher: Searcher
-    facet_sets: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
-    builder: QueryBuilder | None = None
-
-    def query_builder(self) -> QueryBuilder:
-        if self.builder is None:
-            schema = self.searcher.schema
-            self.builder = QueryBuilder(schema, list(SEARCH_FIELDS), FIELD_BOOSTS)
-        return self.builder
-
-
-def _bounded_query(query: Query, searcher: Searcher, budget: list[int]) -> Query:
-    """`query` with every wildcard, prefix and range replaced by at most a few real terms."""
-    if isinstance(query, MultiTerm):
-        check_budget()
-        if isinstance(query, Prefix | Wildcard):
-            literal = re.split(r"[*?]", query.text, maxsplit=1)[0]
-            if len(literal) < MIN_WILDCARD_PREFIX or budget[0] <= 0:
-                plain = query.text.replace("*", "").replace("?", "")
-                return Term(query.fieldname, plain, boost=query.boost) if plain else NullQuery
-        elif budget[0] <= 0:
-            return NullQuery
-        budget[0] -= 1
-        reader = searcher.reader()
-        terms = list(islice(query._btexts(reader), MAX_TERM_EXPANSION))
-        field_type = searcher.schema[query.fieldname]
-        return Or(
-            [Term(query.fieldname, field_type.from_bytes(t)) for t in terms], boost=query.boost
-        )
-    if query.is_leaf():
-        return query
-    return query.apply(lambda sub: _bounded_query(sub, searcher, budget))
-
-
 def _plain_words(text: str) -> str:
     """The query with its syntax removed: what a search falls back to when the syntax fails."""
     return " ".join(_QUERY_SYNTAX.sub(" ", text).lower().split())  # AND, OR, NOT: plain too
 
 
-class SearchService:
-    """Follows the database's change feed; searchers come from a small pool, one per thread.
+@dataclass
+class _Pooled:
+    """An engine's reader of one generation, used by one thread at a time."""
 
-    Index files are read, never memory-mapped: a segment truncated under a running process is
-    then a read error (which starts a rebuild), not a SIGBUS that kills the process.
+    generation: Path
+    reader: object  # whoosh_engine.WhooshReader or tantivy_engine.TantivyReader
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.reader.close()
+
+
+class SearchService:
+    """Follows the database's change feed; readers come from a small pool, one per thread.
+
+    Index files are read, never memory-mapped by Whoosh: a segment truncated under a running
+    process is then a read error (which starts a rebuild), not a SIGBUS that kills the process.
     """
 
     def __init__(
@@ -194,15 +130,18 @@ class SearchService:
         engine: Engine | None = None,
         check_interval_ms: int = 1000,
         budget_ms: int = 1000,
+        search_engine: str | None = None,
     ) -> None:
         self.index_dir = index_dir
         self.engine = engine
         self.budget_ms = budget_ms
+        self.search_engine = engine_name(search_engine)
+        self._backend = load_engine(self.search_engine)
         self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
         self._lock = threading.Lock()
         self._generation: Path | None = None
         self._ix = None
-        self._idle: list[_PooledSearcher] = []
+        self._idle: list[_Pooled] = []
         self._damaged: str | None = None  # why the index cannot be read, until it is rebuilt
         self._rebuilding = threading.Lock()
         self._updating = threading.Lock()
@@ -227,9 +166,9 @@ class SearchService:
         if mark is not None and mark == self._applied:
             return
         with self._updating:  # wait for an update under way here rather than search stale
-            state = read_state(self.index_dir)
+            state = read_state(self.index_dir, self.search_engine)
             if state is None or mark != state.mark:
-                state = update_index(self.engine, self.index_dir)
+                state = update_index(self.engine, self.index_dir, self.search_engine)
             self._applied = state.mark
 
     @property
@@ -237,36 +176,34 @@ class SearchService:
         """Why the index cannot be read right now (a rebuild is under way), or None."""
         return self._damaged
 
-    def _acquire(self) -> _PooledSearcher:
+    def _acquire(self) -> _Pooled:
         generation = current_generation(self.index_dir)
         if generation is None:
             raise IndexUnavailable("the search index is not built yet: run `pitfalls reindex`")
         with self._lock:
             if generation != self._generation or self._ix is None:
                 self._close_all()
-                self._ix = FileStorage(str(generation), supports_mmap=False).open_index()
+                self._ix = self._backend.open_index(generation)
                 self._generation = generation
             while self._idle:
                 pooled = self._idle.pop()
-                # Not Searcher.refresh(): it reuses segment readers with their old deletion
-                # sets, so an entry deleted by a deletion-only commit would still be found.
-                if pooled.searcher.up_to_date():
+                if pooled.reader.up_to_date():
                     return pooled
-                pooled.searcher.close()
+                pooled.close()
             ix = self._ix
-        return _PooledSearcher(generation, ix.searcher())
+        return _Pooled(generation, ix.reader())
 
-    def _release(self, pooled: _PooledSearcher, healthy: bool = True) -> None:
+    def _release(self, pooled: _Pooled, healthy: bool = True) -> None:
         with self._lock:
             usable = healthy and pooled.generation == self._generation
             if usable and len(self._idle) < MAX_IDLE_SEARCHERS:
                 self._idle.append(pooled)
                 return
-        pooled.searcher.close()
+        pooled.close()
 
     def _close_all(self) -> None:
         for pooled in self._idle:
-            pooled.searcher.close()
+            pooled.close()
         self._idle = []
         if self._ix is not None:
             self._ix.close()
@@ -290,7 +227,7 @@ class SearchService:
 
         def rebuild() -> None:
             try:
-                rebuild_index(self.engine, self.index_dir)
+                rebuild_index(self.engine, self.index_dir, search_engine=self.search_engine)
                 with self._lock:
                     self._close_all()
                 self._damaged = None
@@ -304,48 +241,29 @@ class SearchService:
 
     # -- searching -------------------------------------------------------------------------
 
-    def _parse(self, pooled: _PooledSearcher, read: ReadQuery, any_part: bool) -> Query:
-        query = pooled.query_builder().build(read, any_part=any_part)
-        return _bounded_query(query, pooled.searcher, [MAX_MULTI_TERMS])
+    def _parse(self, reader, read: ReadQuery, any_part: bool) -> Query:
+        return reader.bound(reader.query_builder().build(read, any_part=any_part))
 
-    def _facet_set(self, pooled: _PooledSearcher, fieldname: str) -> dict[str, frozenset[int]]:
-        cached = pooled.facet_sets.get(fieldname)
-        if cached is None:
-            reader = pooled.searcher.reader()
-            cached = {
-                term.decode("utf-8"): frozenset(reader.postings(fieldname, term).all_ids())
-                for term in reader.lexicon(fieldname)
-            }
-            pooled.facet_sets[fieldname] = cached
-        return cached
-
-    def _facets(self, pooled: _PooledSearcher, matched: set[int]) -> dict[str, dict[str, int]]:
+    def _facets(self, reader, collected) -> dict[str, dict[str, int]]:
         facets = {}
-        for name, fieldname in FACET_FIELDS.items():
-            counts = {
-                value: len(docs & matched)
-                for value, docs in self._facet_set(pooled, fieldname).items()
-            }
+        for name, counts in reader.facets(collected).items():
             facets[name] = dict(
                 sorted(((k, n) for k, n in counts.items() if n), key=lambda kv: (-kv[1], kv[0]))
             )
         return facets
 
-    def _suggest(self, searcher: Searcher, text: str, read: ReadQuery) -> str | None:
+    def _suggest(self, reader, text: str, read: ReadQuery) -> str | None:
         """`text` with its misspelt plain words corrected; field names, excluded words and
         phrases are left as typed."""
-        reader = searcher.reader()
         suggestion, changed = text, False
         for word in dict.fromkeys(w for w in read.words if _CORRECTABLE.fullmatch(w)):
             check_budget()
             lowered = word.lower()
-            if ("spell", lowered) in reader or any(
-                (fieldname, stem_word(lowered)) in reader for fieldname in STEMMED_FIELDS
-            ):
+            if reader.known_word(lowered):
                 continue
-            found = searcher.suggest("spell", lowered, limit=1, maxdist=2, prefix=1)
+            found = reader.correction(lowered)
             if found:
-                suggestion = re.sub(rf"(?<![\w:\"-]){re.escape(word)}\b", found[0], suggestion)
+                suggestion = re.sub(rf"(?<![\w:\"-]){re.escape(word)}\b", found, suggestion)
                 changed = True
         return suggestion if changed else None
 
@@ -416,7 +334,7 @@ class SearchService:
         healthy = True
         try:
             with in_force(budget):
-                args = (pooled, kind, tag, page, limit, highlights, facets, correct)
+                args = (pooled.reader, kind, tag, page, limit, highlights, facets, correct)
                 try:
                     return self._search(text, *args)
                 except BudgetExceeded:
@@ -445,7 +363,7 @@ class SearchService:
     def _search(
         self,
         text: str,
-        pooled: _PooledSearcher,
+        reader,
         kind: str | None,
         tag: str | None,
         page: int,
@@ -454,7 +372,6 @@ class SearchService:
         facets: bool,
         correct: bool = True,
     ) -> SearchResult:
-        searcher = pooled.searcher
         filters = [Term("kind", kind)] if kind else []
         if tag:
             filters.append(Term("tags", tag.lower()))
@@ -462,76 +379,68 @@ class SearchService:
         # A long query is rarely all in one entry: any of its words may match, and entries
         # with more of its rarer words come first (`_rank_by_coverage`).
         long_query = len(read.positive_parts()) >= LONG_QUERY_PARTS
-        query = self._parse(pooled, read, any_part=long_query) if read.parts else Every()
+        query = self._parse(reader, read, any_part=long_query) if read.parts else Every()
         relaxed = False
         pool = max(page * limit, RANK_POOL) if long_query else page * limit
-        collector = self._collect(searcher, query, filters, pool)
-        if not collector.docset and read.parts and not long_query:
-            relaxed_query = self._parse(pooled, read, any_part=True)
+        collected = self._collect(reader, query, filters, pool)
+        if not collected.total and read.parts and not long_query:
+            relaxed_query = self._parse(reader, read, any_part=True)
             if relaxed_query != query:
                 query, relaxed = relaxed_query, True
-                collector = self._collect(searcher, query, filters, max(page * limit, RANK_POOL))
-        ranked = [(score, docnum) for score, docnum in collector.results().top_n]
+                collected = self._collect(reader, query, filters, max(page * limit, RANK_POOL))
+        ranked = collected.ranked
         if long_query or relaxed:
-            ranked = self._rank_by_coverage(pooled, read, ranked)
-        suggestion = self._suggest(searcher, text, read) if read.words else None
-        if suggestion and correct and (relaxed or not collector.docset):
+            ranked = self._rank_by_coverage(reader, read, ranked)
+        suggestion = self._suggest(reader, text, read) if read.words else None
+        if suggestion and correct and (relaxed or not collected.total):
             # A typo: the corrected query's results at once, when they are better.
-            args = (pooled, kind, tag, page, limit, highlights, facets)
+            args = (reader, kind, tag, page, limit, highlights, facets)
             better = self._search(suggestion, *args, correct=False)
-            if better.total and (not collector.docset or not better.relaxed):
+            if better.total and (not collected.total or not better.relaxed):
                 better.corrected_from = text
                 better.suggestion = None
                 return better
-        matched = collector.docset
-        result = SearchResult(query=text, total=len(matched), page=page, limit=limit, hits=[])
-        result.hits = self._page(searcher, ranked, query, page, limit, highlights)
+        result = SearchResult(query=text, total=collected.total, page=page, limit=limit, hits=[])
+        result.hits = self._page(reader, ranked, query, page, limit, highlights)
         if facets:
-            result.facets = self._facets(pooled, matched)
+            result.facets = self._facets(reader, collected)
         result.relaxed = relaxed
         result.suggestion = suggestion
         return result
 
-    def _collect(
-        self, searcher: Searcher, query: Query, filters: list[Query], limit: int
-    ) -> _TopAndAllCollector:
-        collector = _TopAndAllCollector(limit)
-        searcher.search_with_collector(And([query, *filters]) if filters else query, collector)
-        return collector
+    def _collect(self, reader, query: Query, filters: list[Query], limit: int):
+        return reader.collect(And([query, *filters]) if filters else query, limit)
 
-    def _rank_by_coverage(
-        self, pooled: _PooledSearcher, read: ReadQuery, ranked: list[tuple[float, int]]
-    ) -> list[tuple[float, int]]:
+    def _rank_by_coverage(self, reader, read: ReadQuery, ranked: list[tuple[float, object]]):
         """Re-rank any-word results: the score times the share of the query's weight the entry
         covers (each part weighs its inverse document frequency), so an entry with most of
         the rare words comes before one with a few common words many times."""
-        searcher = pooled.searcher
-        builder = pooled.query_builder()
-        total_docs = max(1, searcher.doc_count())
+        builder = reader.query_builder()
+        total_docs = max(1, reader.doc_count())
+        among = [doc for _score, doc in ranked]
         parts = []
         for part in read.positive_parts():
             check_budget()
-            bounded = _bounded_query(builder.part(part, OrGroup), searcher, [MAX_MULTI_TERMS])
-            docs = set(bounded.docs(searcher))
-            parts.append((math.log(1 + total_docs / (1 + len(docs))), docs))
+            count, docs = reader.part_documents(reader.bound(builder.part(part, OrGroup)), among)
+            parts.append((math.log(1 + total_docs / (1 + count)), docs))
         weight = sum(w for w, _ in parts) or 1.0
         rescored = []
-        for score, docnum in ranked:
-            covered = sum(w for w, docs in parts if docnum in docs) / weight
-            rescored.append((score * covered**COVERAGE_POWER, docnum))
+        for score, doc in ranked:
+            covered = sum(w for w, docs in parts if doc in docs) / weight
+            rescored.append((score * covered**COVERAGE_POWER, doc))
         rescored.sort(key=lambda item: -item[0])
         return rescored
 
     def _page(
         self,
-        searcher: Searcher,
-        ranked: list[tuple[float, int]],
+        reader,
+        ranked: list[tuple[float, object]],
         query: Query,
         page: int,
         limit: int,
         highlights: bool,
     ) -> list[SearchHit]:
-        schema = searcher.schema
+        schema = reader.schema
         needles: dict[str, tuple[str, ...]] = {}
         if isinstance(query, AndNot):
             query = query.a  # excluded words are never highlighted
@@ -544,8 +453,8 @@ class SearchService:
                 needles.setdefault(fieldname, ())
                 needles[fieldname] += (str(term),)
         hits = []
-        for score, docnum in ranked[(page - 1) * limit : page * limit]:
-            stored = searcher.stored_fields(docnum)
+        for score, doc in ranked[(page - 1) * limit : page * limit]:
+            stored = reader.stored(doc)
             hits.append(
                 SearchHit(
                     id=stored["id"],

@@ -1,9 +1,13 @@
-"""The Whoosh index: derived from the database, rebuilt atomically, caught up incrementally.
+"""The search index: derived from the database, rebuilt atomically, caught up incrementally.
 
 Layout of the index folder:
 
     CURRENT            name of the generation that serves (replaced atomically)
-    gen-<stamp>/       a complete Whoosh index plus state.json {"seq": ..., "built_at": ...}
+    gen-<stamp>/       a complete index of one engine plus state.json {"seq": ..., "engine": ...}
+
+The engine (Whoosh, or tantivy when PITFALLS_SEARCH_ENGINE says so) only writes and reads the
+files of a generation; everything here (generations, the feed's mark, catch-up) is shared.
+A generation written by another engine or schema version is rebuilt, never updated.
 
 A rebuild writes a new generation beside the serving one and only then replaces CURRENT, so an
 interrupted rebuild leaves the old index serving. Incremental updates follow the change feed:
@@ -28,15 +32,11 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 from sqlmodel import Session
-from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
-from whoosh.filedb.filestore import FileStorage
-from whoosh.index import LockError
 
 from app import storage
 from app.files import write_atomically
 from app.models import Entry, Signature
 from app.rendering import extract_text
-from app.search.analysis import code_analyzer, prose_analyzer, spelling_analyzer
 from app.search.glossary import expansions
 
 logger = logging.getLogger(__name__)
@@ -62,27 +62,28 @@ FIELD_BOOSTS = {
     "code": 1.0,
 }
 SEARCH_FIELDS = tuple(FIELD_BOOSTS)
+ENGINES = ("whoosh", "tantivy")
+ENGINE_VARIABLE = "PITFALLS_SEARCH_ENGINE"
 
 
-def build_schema(cjk: str = "bigram") -> Schema:
-    prose = prose_analyzer(cjk)
-    code = code_analyzer(cjk)
-    return Schema(
-        id=ID(stored=True, unique=True),
-        kind=ID(stored=True),
-        tags=KEYWORD(stored=True, commas=True, lowercase=True, scorable=False),
-        id_text=TEXT(analyzer=code),
-        title=TEXT(analyzer=prose, stored=True),
-        aliases=TEXT(analyzer=code, stored=True),
-        questions=TEXT(analyzer=prose, stored=True),
-        glossary=TEXT(analyzer=prose),  # app.search.glossary's expansions
-        signatures=TEXT(analyzer=code, stored=True),
-        summary=TEXT(analyzer=prose, stored=True),
-        body=TEXT(analyzer=prose, stored=True),
-        code=TEXT(analyzer=code),
-        spell=TEXT(analyzer=spelling_analyzer(), phrase=False),  # for "did you mean"
-        updated=STORED(),
-    )
+def engine_name(name: str | None = None) -> str:
+    """The search engine to use: `name`, else the PITFALLS_SEARCH_ENGINE setting, else Whoosh."""
+    name = (name or os.environ.get(ENGINE_VARIABLE) or "whoosh").strip().lower()
+    if name not in ENGINES:
+        raise ValueError(f"unknown search engine {name!r}: use one of {', '.join(ENGINES)}")
+    return name
+
+
+def load_engine(name: str | None = None):
+    """The module that writes and reads generations for the engine `name` (imported lazily:
+    tantivy is an optional extra)."""
+    if engine_name(name) == "tantivy":
+        from app.search import tantivy_engine
+
+        return tantivy_engine
+    from app.search import whoosh_engine
+
+    return whoosh_engine
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class IndexState:
     updated_at: str
     count: int = -1  # how many changes are applied (-1: an index written before counting)
     recent: tuple[int, ...] = ()  # the applied numbers within FEED_WINDOW of `seq`
+    engine: str = "whoosh"  # the search engine that wrote the generation
 
     @property
     def mark(self) -> storage.FeedMark:
@@ -102,6 +104,7 @@ class IndexState:
         return json.dumps(
             {
                 "schema": SCHEMA_VERSION,
+                "engine": self.engine,
                 "seq": self.seq,
                 "count": self.count,
                 "recent": list(self.recent),
@@ -144,12 +147,6 @@ def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
     }
 
 
-def _storage(generation: Path) -> FileStorage:
-    # Plain reads, never mmap: a segment truncated under a process must be an error it can
-    # handle (a rebuild), not a SIGBUS that kills it.
-    return FileStorage(str(generation), supports_mmap=False)
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -167,7 +164,9 @@ def current_generation(index_dir: Path) -> Path | None:
     return generation if name and generation.is_dir() else None
 
 
-def read_state(index_dir: Path) -> IndexState | None:
+def read_state(index_dir: Path, engine: str | None = None) -> IndexState | None:
+    """The serving generation's state; None when there is none, or when it was written by
+    another schema version or (when `engine` is given) by another engine."""
     generation = current_generation(index_dir)
     if generation is None:
         return None
@@ -175,6 +174,9 @@ def read_state(index_dir: Path) -> IndexState | None:
         data = json.loads((generation / STATE_FILE).read_text(encoding="utf-8"))
         if data.get("schema", 1) != SCHEMA_VERSION:
             return None  # built by another version: rebuilt, never updated in place
+        written_by = data.get("engine", "whoosh")
+        if engine is not None and written_by != engine:
+            return None
         return IndexState(
             generation,
             int(data["seq"]),
@@ -182,6 +184,7 @@ def read_state(index_dir: Path) -> IndexState | None:
             data["updated_at"],
             int(data.get("count", -1)),
             tuple(int(n) for n in data.get("recent", ())),
+            written_by,
         )
     except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
@@ -219,25 +222,21 @@ def rebuild_index(
     *,
     cjk: str = "bigram",
     documents: Callable[[Engine], tuple[FeedPosition, list[dict]]] = _entry_documents,
+    search_engine: str | None = None,
 ) -> IndexState:
     """Build a complete new generation beside the serving one, then swap CURRENT to it."""
+    name = engine_name(search_engine)
+    writer = load_engine(name)
     index_dir.mkdir(parents=True, exist_ok=True)
     generation = index_dir / f"gen-{time.time_ns()}-{os.getpid()}"
     generation.mkdir()
     try:
         position, docs = documents(engine)
-        ix = _storage(generation).create_index(build_schema(cjk))
-        writer = ix.writer(limitmb=256, procs=1)
-        try:
-            for doc in docs:
-                writer.add_document(**doc)
-        except BaseException:
-            writer.cancel()
-            raise
-        writer.commit()
-        ix.close()
+        writer.write_generation(generation, docs, cjk=cjk)
         stamp = _now()
-        state = IndexState(generation, position.seq, stamp, stamp, position.count, position.recent)
+        state = IndexState(
+            generation, position.seq, stamp, stamp, position.count, position.recent, name
+        )
         _write_atomic(generation / STATE_FILE, state.to_json())
     except BaseException:
         shutil.rmtree(generation, ignore_errors=True)
@@ -279,12 +278,13 @@ def _remove_stale_generations(index_dir: Path, keep: str) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def update_index(engine: Engine, index_dir: Path) -> IndexState:
+def update_index(engine: Engine, index_dir: Path, search_engine: str | None = None) -> IndexState:
     """Apply every change the index has not applied; rebuild when there is no usable index, or
     when the changes applied do not add up to the feed (see the module's docstring)."""
-    state = read_state(index_dir)
+    name = engine_name(search_engine)
+    state = read_state(index_dir, name)
     if state is None or state.count < 0:
-        return rebuild_index(engine, index_dir)
+        return rebuild_index(engine, index_dir, search_engine=name)
     with Session(engine) as session:
         mark = storage.feed_mark(session)
         if mark == state.mark:
@@ -298,7 +298,7 @@ def update_index(engine: Engine, index_dir: Path) -> IndexState:
                 state.count + len(changes),
                 total,
             )
-            return rebuild_index(engine, index_dir)
+            return rebuild_index(engine, index_dir, search_engine=name)
         entry_ids = list(dict.fromkeys(change.entry_id for change in changes))
         entries = storage.get_entries(session, entry_ids=entry_ids)
         documents = {
@@ -306,24 +306,8 @@ def update_index(engine: Engine, index_dir: Path) -> IndexState:
             for entry_id, entry in entries.items()
             if not entry.archived
         }
-    ix = _storage(state.generation).open_index()
-    try:
-        writer = ix.writer(timeout=0)
-    except LockError:
-        ix.close()
+    if not load_engine(name).apply_changes(state.generation, entry_ids, documents):
         return state  # another process is applying the same changes right now
-    try:
-        for entry_id in entry_ids:
-            if entry_id in documents:
-                writer.update_document(**documents[entry_id])
-            else:
-                writer.delete_by_term("id", entry_id)
-    except BaseException:
-        writer.cancel()
-        ix.close()
-        raise
-    writer.commit()
-    ix.close()
     new_seq = max(state.seq, *(c.seq for c in changes))
     recent = sorted(n for n in applied | {c.seq for c in changes} if n > new_seq - FEED_WINDOW)
     new_state = IndexState(
@@ -333,6 +317,7 @@ def update_index(engine: Engine, index_dir: Path) -> IndexState:
         _now(),
         state.count + len(changes),
         tuple(recent),
+        name,
     )
     _write_atomic(state.generation / STATE_FILE, new_state.to_json())
     return new_state
