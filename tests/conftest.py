@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import shutil
 import socket
@@ -169,6 +170,35 @@ def real_client(real_settings: Settings) -> Iterator[TestClient]:
 
     with TestClient(create_app(real_settings)) as client:
         yield client
+
+
+# ---- the search engine: Whoosh, and tantivy where the test asks for both -------------------
+
+SEARCH_ENGINES = ("whoosh", "tantivy")
+
+
+def _require_engine(name: str) -> None:
+    if name == "tantivy":
+        found = importlib.util.find_spec("tantivy") is not None
+        require(found, "tantivy is not installed (pip install -e '.[test]')")
+
+
+@pytest.fixture(params=SEARCH_ENGINES)
+def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each search engine in turn, as PITFALLS_SEARCH_ENGINE (read by the settings and by
+    `app.search.index` when no engine is named)."""
+    _require_engine(request.param)
+    monkeypatch.setenv("PITFALLS_SEARCH_ENGINE", request.param)
+    return request.param
+
+
+@pytest.fixture(scope="module", params=SEARCH_ENGINES)
+def module_search_engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """`search_engine` for a module's shared fixtures (an index built once per engine)."""
+    _require_engine(request.param)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PITFALLS_SEARCH_ENGINE", request.param)
+        yield request.param
 
 
 # ---- a real server, started once for the e2e and browser tests -----------------------------

@@ -15,8 +15,9 @@ from tests.conftest import REPO_CONTENT
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    """One app over the repository's entries (SQLite) for the read-only tests here."""
+def client(module_search_engine, tmp_path_factory):
+    """One app over the repository's entries (SQLite) for the read-only tests here, once per
+    search engine."""
     from app.web import create_app
 
     data = tmp_path_factory.mktemp("query-language")

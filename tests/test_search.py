@@ -28,7 +28,7 @@ def write(folder: Path, entry_id: str, **kwargs) -> Path:
 
 
 @pytest.fixture
-def service(engine, settings, content_dir):
+def service(search_engine, engine, settings, content_dir):
     for number in range(25):
         write(
             content_dir,
@@ -125,7 +125,7 @@ def test_searcher_is_reused_and_refreshed_after_ingest(service, engine, content_
     assert service.search("quokka").total == 0  # archived entries leave the index, at once
 
 
-def test_incremental_update_equals_rebuild(engine, settings, content_dir):
+def test_incremental_update_equals_rebuild(search_engine, engine, settings, content_dir):
     write(content_dir, "alpha", title="Alpha pitfall")
     ingest_content(engine, content_dir)
     rebuild_index(engine, settings.index_dir)
@@ -141,7 +141,9 @@ def test_incremental_update_equals_rebuild(engine, settings, content_dir):
     service.close()
 
 
-def test_interrupted_rebuild_leaves_the_old_index_serving(engine, settings, content_dir):
+def test_interrupted_rebuild_leaves_the_old_index_serving(
+    search_engine, engine, settings, content_dir
+):
     write(content_dir, "alpha", title="Alpha pitfall")
     ingest_content(engine, content_dir)
     rebuild_index(engine, settings.index_dir)
@@ -181,7 +183,7 @@ def test_interrupted_rebuild_leaves_the_old_index_serving(engine, settings, cont
 
 
 @pytest.fixture(scope="module")
-def real_service(tmp_path_factory):
+def real_service(module_search_engine, tmp_path_factory):
     from app.settings import load_settings
     from app.storage import create_db_engine, upgrade_schema
     from tests.conftest import REPO_CONTENT
@@ -235,3 +237,19 @@ def test_real_content_highlights_quote_the_message_once(real_service):
 
 def test_real_content_suggests_contiguous_for_a_typo(real_service):
     assert real_service.search("contigous", correct=False).suggestion == "contiguous"
+
+
+def test_another_engine_rebuilds_the_index_rather_than_reading_it(
+    search_engine, engine, settings, content_dir
+):
+    write(content_dir, "alpha", title="Alpha pitfall")
+    ingest_content(engine, content_dir)
+    other = "tantivy" if search_engine == "whoosh" else "whoosh"
+    rebuild_index(engine, settings.index_dir, search_engine=other)
+    assert read_state(settings.index_dir).engine == other
+    assert read_state(settings.index_dir, search_engine) is None  # never updated in place
+    service = SearchService(settings.index_dir, engine, check_interval_ms=0)
+    assert service.search_engine == search_engine == settings.search_engine
+    assert [h.id for h in service.search("alpha").hits] == ["alpha"]
+    assert read_state(settings.index_dir).engine == search_engine
+    service.close()

@@ -2,8 +2,10 @@
 
 The query itself is built by `app.search.query` (a Whoosh query tree, which the tantivy engine
 translates); here it is bounded, run, counted and faceted. Collecting visits every match (no
-matcher replacement), so totals and facet counts are exact at any size. After an incremental
-update, an index with too many segments is merged in the background.
+matcher replacement), so totals and facet counts are exact at any size. Incremental updates
+leave small segments (each a matcher more to set up per query term); once there are more than
+MERGE_SEGMENTS, they are all merged into one in a background thread, off the request path. An
+update arriving meanwhile finds the writer busy and is applied by the next catch-up.
 """
 
 import logging
@@ -32,7 +34,7 @@ STEMMED_FIELDS = ("title", "summary", "body", "questions")
 MAX_TERM_EXPANSION = 64
 MIN_WILDCARD_PREFIX = 2
 MAX_MULTI_TERMS = 8  # per query; further wildcards count as their literal text
-MERGE_SEGMENTS = 4  # an update leaving more segments than this merges them in the background
+MERGE_SEGMENTS = 3  # an update leaving more segments than this merges them in the background
 logger = logging.getLogger("pitfalls")
 
 
