@@ -1,10 +1,13 @@
-"""Search benchmark: our Whoosh search vs SQLite FTS5 and tantivy on the same corpus and queries.
+"""Search benchmark: our search on each engine vs SQLite FTS5 and bare tantivy, same corpus.
 
-    python bench/search.py [--sizes 1000 10000] [--repeat 3]
+    python bench/search.py [--sizes 1000 10000] [--repeat 3] [--engines whoosh tantivy]
 
+Our search is `SearchService` (the pages' and API's search: our analysis, query language,
+coverage ranking, exact totals) over Whoosh and over tantivy. The peers: SQLite FTS5, and
+tantivy with its own analysis and query parser (what tantivy costs when nothing of ours runs).
 Prints index build time and per-query latency p50/p99 (plain, with highlights for the page shown,
-with facet counts), with the searcher reused vs reopened per query, and the peers side by side
-as ratios. All in one run, because these machines are noisy.
+with facet counts, with both), and the searcher reopened per query. All in one run, because
+these machines are noisy.
 """
 
 import argparse
@@ -20,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search import SearchService
-from app.search.index import FIELD_BOOSTS, document_for, rebuild_index
+from app.search.index import FIELD_BOOSTS, FeedPosition, document_for, rebuild_index
 from bench.corpus import QUERIES, generate
 
 PAGE = 20
@@ -47,12 +50,13 @@ def timed(fn, queries: list[str], repeat: int) -> tuple[float, float]:
 # ---- ours ----------------------------------------------------------------------------------
 
 
-def bench_whoosh(docs: list[dict], root: Path, repeat: int) -> dict:
-    index_dir = root / "whoosh"
+def bench_ours(docs: list[dict], root: Path, repeat: int, engine: str) -> dict:
+    index_dir = root / engine
+    position = FeedPosition(0, 0, ())
     start = time.perf_counter()
-    rebuild_index(None, index_dir, documents=lambda _engine: (0, docs))
+    rebuild_index(None, index_dir, documents=lambda _engine: (position, docs), search_engine=engine)
     build = time.perf_counter() - start
-    service = SearchService(index_dir)
+    service = SearchService(index_dir, budget_ms=60_000, search_engine=engine)
     results = {"build": build}
     results["plain"] = timed(
         lambda q: service.search(q, limit=PAGE, highlights=False, facets=False), QUERIES, repeat
@@ -66,25 +70,11 @@ def bench_whoosh(docs: list[dict], root: Path, repeat: int) -> dict:
     results["all"] = timed(lambda q: service.search(q, limit=PAGE), QUERIES, repeat)
 
     def reopened(query: str) -> None:
-        fresh = SearchService(index_dir)
+        fresh = SearchService(index_dir, search_engine=engine)
         fresh.search(query, limit=PAGE, highlights=False, facets=False)
         fresh.close()
 
     results["plain, reopened"] = timed(reopened, QUERIES, max(1, repeat // 3))
-
-    # Whoosh's own facet counting, for comparison with our cached per-term sets.
-    from whoosh import sorting
-
-    searcher = service._current_searcher()
-    facets = [sorting.FieldFacet("kind"), sorting.FieldFacet("tags", allow_overlap=True)]
-
-    def grouped(query: str) -> None:
-        parsed = service._parse(searcher, query, __import__("whoosh.qparser").qparser.AndGroup)
-        hits = searcher.search(parsed, limit=PAGE, groupedby=facets)
-        for name in ("kind", "tags"):
-            hits.groups(name)
-
-    results["facets, whoosh groupedby"] = timed(grouped, QUERIES, repeat)
     service.close()
     return results
 
@@ -171,7 +161,7 @@ def bench_tantivy(docs: list[dict], root: Path, repeat: int) -> dict | None:
     builder.add_text_field("kind", stored=True, tokenizer_name="raw", fast=True)
     builder.add_text_field("tags", stored=True, tokenizer_name="raw", fast=True)
     schema = builder.build()
-    path = root / "tantivy"
+    path = root / "bare-tantivy"
     path.mkdir()
     start = time.perf_counter()
     index = tantivy.Index(schema, path=str(path))
@@ -227,44 +217,42 @@ def bench_tantivy(docs: list[dict], root: Path, repeat: int) -> dict | None:
     }
 
 
-def report_row(label: str, mine: float, fts: float, tan: float | None) -> str:
-    """One line of the table: our figure, the peers', and ours as a multiple of each peer's."""
-    row = f"{label:34}{mine:>16.2f}{fts:>16.2f}"
-    row += f"{tan:>16.2f}" if tan else f"{'-':>16}"
-    row += f"{mine / fts:>10.1f}x"
-    row += f"{mine / tan:>13.1f}x" if tan else ""
-    return row
+MODES = ("build", "plain", "highlights", "facets", "all", "plain, reopened")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--engines", nargs="+", default=["whoosh", "tantivy"])
     args = parser.parse_args()
     for size in args.sizes:
         docs = [document_for(g.entry, g.signatures) for g in generate(size)]
         root = Path(tempfile.mkdtemp(prefix="bench-search-"))
+        columns: dict[str, dict] = {}
         try:
-            ours = bench_whoosh(docs, root, args.repeat)
-            fts = bench_fts5(docs, root, args.repeat)
-            tan = bench_tantivy(docs, root, args.repeat)
+            for engine in args.engines:
+                columns[f"ours, {engine}"] = bench_ours(docs, root, args.repeat, engine)
+            columns["sqlite fts5"] = bench_fts5(docs, root, args.repeat)
+            bare = bench_tantivy(docs, root, args.repeat)
+            if bare:
+                columns["bare tantivy"] = bare
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(f"\n== {size} entries, {len(QUERIES)} queries x {args.repeat}, page of {PAGE} ==")
-        print(
-            f"{'':34}{'whoosh (ours)':>16}{'sqlite fts5':>16}{'tantivy':>16}{'ours/fts5':>11}{'ours/tantivy':>14}"
-        )
-        print(report_row("index build (s)", ours["build"], fts["build"], tan and tan["build"]))
-        for mode in ("plain", "highlights", "facets"):
-            for at, label in ((0, "p50"), (1, "p99")):
-                print(
-                    report_row(
-                        f"{mode} {label} (ms)", ours[mode][at], fts[mode][at], tan and tan[mode][at]
-                    )
-                )
-        for mode in ("all", "plain, reopened", "facets, whoosh groupedby"):
-            p50, p99 = ours[mode]
-            print(f"{'whoosh ' + mode + ' p50/p99 (ms)':34}{p50:>10.2f} / {p99:.2f}")
+        print(f"{'':26}" + "".join(f"{name:>18}" for name in columns))
+        for mode in MODES:
+            cells = []
+            for figures in columns.values():
+                value = figures.get(mode)
+                if value is None:
+                    cells.append(f"{'-':>18}")
+                elif mode == "build":
+                    cells.append(f"{value:>18.2f}")
+                else:
+                    cells.append(f"{value[0]:>9.2f} /{value[1]:>7.2f}")
+            label = "index build (s)" if mode == "build" else f"{mode} p50/p99 (ms)"
+            print(f"{label:26}" + "".join(cells))
 
 
 if __name__ == "__main__":
