@@ -107,10 +107,19 @@ class LocalPitfalls:
         return answer.model_dump(mode="json")
 
     def search(self, query: str, kind: str | None, tag: str | None, limit: int) -> dict:
+        from app.answers import search_with_matches
         from app.search import IndexUnavailable, SearchTooSlow
 
         try:
-            return self.search_service.search(query, kind=kind, tag=tag, limit=limit).to_dict()
+            return search_with_matches(
+                self.search_service,
+                query,
+                engine=self.engine,
+                matcher=self.matchers.current(),
+                kind=kind,
+                tag=tag,
+                limit=limit,
+            )
         except (IndexUnavailable, SearchTooSlow) as exc:
             raise SourceError(str(exc)) from None
 

@@ -390,3 +390,15 @@ def answer_query(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer 
     if not (parsed.exceptions or parsed.warnings):
         return None
     return answer_paste(text, engine=engine, matcher=matcher, parsed=parsed)
+
+
+def search_with_matches(
+    service, query: str, *, engine: Engine, matcher: PasteMatcher, **options
+) -> dict:
+    """A search's JSON (`SearchResult.to_dict`) with `matches`: the known and likely entries of
+    error text in the query, best first (empty for plain words). Shared by the search API and
+    the MCP tool, so an agent gets what a reader's page shows first."""
+    result = service.search(query, **options).to_dict()
+    answer = answer_query(query, engine=engine, matcher=matcher)
+    result["matches"] = [m.model_dump(mode="json") for m in answer.matches] if answer else []
+    return result

@@ -13,7 +13,7 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from app import storage
-from app.answers import answer_query
+from app.answers import search_with_matches
 from app.catalog import NotFound, Overview, TagPage, get_overview, get_tag_page
 from app.entry_details import EntryDetails, get_entry_details
 from app.inbox import ClusterOut
@@ -175,19 +175,19 @@ def search(
         "query's results and `corrected_from` holds what was typed)",
     ),
 ) -> dict:
-    result = service.search(
+    # Error text is matched as well as searched: its known and likely entries, best first.
+    state = request.app.state
+    return search_with_matches(
+        service,
         q,
+        engine=state.engine,
+        matcher=state.matchers.current(),
         kind=kind,
         tag=tag,
         page=page,
         limit=limit or settings.search_page_size,
         correct=not exact,
-    ).to_dict()
-    # Error text is matched as well as searched: its known and likely entries, best first.
-    state = request.app.state
-    answer = answer_query(q, engine=state.engine, matcher=state.matchers.current())
-    result["matches"] = [m.model_dump(mode="json") for m in answer.matches] if answer else []
-    return result
+    )
 
 
 @router.get(
