@@ -11,7 +11,8 @@ Rows take turns over several rounds; each row's req/s and latencies are the medi
 
 Rows: the bare endpoint; `/api/v1/search` with a new query on every request (cold) and with one
 query (repeated); the search page; an entry page and its JSON; `POST /api/v1/match` with a 5 KB
-traceback. Every answer must be 200, or the run stops.
+traceback, the same one (repeated: answered from memory) and a new one each time (its frames'
+line numbers change). Every answer must be 200, or the run stops.
 """
 
 import argparse
@@ -212,6 +213,12 @@ def main() -> None:
         _wait_ready(bare_port, "/", bare_log)
         cold = _cold_queries()
         match_body = json.dumps({"text": TRACEBACK}).encode()
+        # A paste no one sent before: the line numbers of its frames change every time.
+        numbers = itertools.count(1)
+        new_pastes = (
+            json.dumps({"text": TRACEBACK.replace("line ", f"line {n}", 3)}).encode()
+            for n in numbers
+        )
         rows: list[tuple[str, int, Callable[[], bytes]]] = [
             ("bare FastAPI JSON", bare_port, lambda: _request("GET", "/")),
             ("GET /api/v1/search (cold)", app_port, lambda: next(cold)),
@@ -228,9 +235,14 @@ def main() -> None:
                 lambda: _request("GET", f"/api/v1/entries/{ENTRY}"),
             ),
             (
-                "POST /api/v1/match (5 KB)",
+                "POST /api/v1/match (5 KB, repeated)",
                 app_port,
                 lambda: _request("POST", "/api/v1/match", match_body, "application/json"),
+            ),
+            (
+                "POST /api/v1/match (5 KB, new)",
+                app_port,
+                lambda: _request("POST", "/api/v1/match", next(new_pastes), "application/json"),
             ),
         ]
         # Warm every route (templates compiled, searcher open, pages imported) before timing.

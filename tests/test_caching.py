@@ -232,6 +232,26 @@ def test_the_answer_renders_an_entrys_fix_once_per_revision(site: Site):
     assert second["snippets"][0]["code"] == "print('fixed again')\n"
 
 
+def test_the_same_paste_is_answered_from_memory_until_the_content_moves(site: Site):
+    client = site.anonymous()
+    paste = {"text": "RuntimeError: failure in first-entry number 3"}
+    first = client.post("/api/v1/match", json=paste)
+    answers = site.app.state.answers
+    (kept,) = answers._items.values()
+    assert client.post("/api/v1/match", json=paste).content == kept.json() == first.content
+    assert len(answers) == 1 and next(iter(answers._items.values())) is kept
+    # A report that the fix worked is part of the answer: the next answer counts it.
+    fingerprint = first.json()["fingerprint"]
+    reported = client.post(
+        "/api/v1/outcomes",
+        json={"fingerprint": fingerprint, "id": "first-entry", "worked": True},
+        headers=site.writer,
+    )
+    assert reported.status_code in (200, 201), reported.text
+    again = client.post("/api/v1/match", json=paste).json()
+    assert again["matches"][0] != first.json()["matches"][0] and len(answers) == 2
+
+
 # ---- a save recompiles only what changed -----------------------------------------------------
 
 
@@ -313,7 +333,7 @@ def test_after_a_save_the_process_matcher_is_what_a_full_rebuild_gives(site: Sit
 
 def test_kept_pages_cost_no_query_yet_a_write_elsewhere_shows_within_the_interval(site: Site):
     client = site.anonymous()
-    marks = site.layer().marks
+    marks = site.app.state.content_marks
     client.get("/api/v1/search?q=failure")
     reads = marks.reads
     for _ in range(20):

@@ -35,7 +35,7 @@ from app.web import (
 )
 from app.web.allow import AllowHeader
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
-from app.web.caching import AnswerCache, ReaderCache
+from app.web.caching import AnswerCache, MarkReader, ReaderCache
 from app.web.errors import install_error_handlers
 from app.web.headers import SecurityHeaders
 from app.web.mcp_http import mcp_route
@@ -71,7 +71,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             search_engine=settings.search_engine,
         )
         app.state.matchers = MatcherCache(engine, settings.index_check_interval_ms)
-        app.state.answers = AnswerCache()
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
         # here instead of taking the threads that every other route needs.
         app.state.paste_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
@@ -111,6 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         root_path=settings.root_path,
     )
     app.state.settings = settings
+    app.state.content_marks = MarkReader()  # the page and answer caches' content mark
+    app.state.answers = AnswerCache()
     templates = Jinja2Templates(
         directory=str(resource_dir("templates")), context_processors=[_root_context]
     )

@@ -142,11 +142,61 @@ class MarkReader:
         return mark
 
 
+async def current_mark(state) -> storage.ContentMark:
+    """The content mark of `state.content_marks`, the app's one MarkReader."""
+    marks = state.content_marks
+    return marks.fresh() or await anyio.to_thread.run_sync(marks.read, state)
+
+
+class KeptAnswer:
+    """An answer and, once asked for, its JSON (encoded once however often it is served)."""
+
+    __slots__ = ("_json", "answer")
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+        self._json: bytes | None = None
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = self.answer.model_dump_json().encode()
+        return self._json
+
+
+class AnswerCache:
+    """Answers to pastes by the paste's digest and the content mark: the same error pasted
+    again (a CI job failing the same way, a team hitting one bug) is answered from memory. A
+    bounded LRU; used from the event loop."""
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[tuple, KeptAnswer] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @staticmethod
+    def key(text: str, mark: storage.ContentMark) -> tuple:
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        return (digest.digest(), mark)
+
+    def get(self, key: tuple) -> KeptAnswer | None:
+        kept = self._items.get(key)
+        if kept is not None:
+            self._items.move_to_end(key)
+        return kept
+
+    def put(self, key: tuple, kept: KeptAnswer) -> None:
+        self._items[key] = kept
+        self._items.move_to_end(key)
+        while len(self._items) > self.max_entries:
+            self._items.popitem(last=False)
+
+
 class ReaderCache:
     def __init__(self, app: ASGIApp, max_entries: int = MAX_ENTRIES) -> None:
         self.app = app
         self.cache = ResponseCache(max_entries)
-        self.marks = MarkReader()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "GET":
@@ -166,7 +216,7 @@ class ReaderCache:
         ):
             await self.app(scope, receive, send)
             return
-        mark = self.marks.fresh() or await anyio.to_thread.run_sync(self.marks.read, state)
+        mark = await current_mark(state)
         key = (root, path, scope.get("query_string", b""), mark)
         if_none_match = headers.get(b"if-none-match")
         kept = self.cache.get(key)

@@ -4,7 +4,7 @@ import json
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -15,6 +15,7 @@ from app.outcomes import OutcomeRefused, record_outcome
 from app.tracebacks import parse_traceback
 from app.web.api import voter_of
 from app.web.auth import check_csrf, form_fields, read_access
+from app.web.caching import AnswerCache, KeptAnswer, current_mark
 from app.web.deps import SettingsDep
 from app.web.limits import BODY_OVERHEAD_BYTES, PASTE_TOO_LARGE, read_limited_body
 from app.web.offload import run_within_budget
@@ -52,9 +53,23 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")  # binary and broken UTF-8 still get an answer
 
 
-async def _answer(request: Request, text: str) -> Answer:
+async def _answer(request: Request, text: str) -> KeptAnswer:
     """The answer, worked out in a worker thread within the paste budget (503 past it); with
-    PITFALLS_INBOX on, an unmatched error is counted in the inbox (redacted, never the paste)."""
+    PITFALLS_INBOX on, an unmatched error is counted in the inbox (redacted, never the paste).
+    The same paste under the same content mark is answered from memory (an unmatched one only
+    while the inbox is off, so that every sighting is still counted)."""
+    state = request.app.state
+    key = AnswerCache.key(text, await current_mark(state))
+    kept = state.answers.get(key)
+    if kept is not None:
+        return kept
+    kept = KeptAnswer(await _work_out(request, text))
+    if kept.answer.known or not state.settings.inbox:
+        state.answers.put(key, kept)
+    return kept
+
+
+async def _work_out(request: Request, text: str) -> Answer:
     state = request.app.state
 
     def work() -> Answer:
@@ -115,7 +130,8 @@ async def match_api(request: Request, settings: SettingsDep) -> Answer:
             raise HTTPException(422, "The form's text field is empty; paste a traceback into it.")
     else:
         text = _decode(body)
-    return await _answer(request, text)
+    # Encoded once per kept answer: a paste answered from memory costs no encoding either.
+    return Response((await _answer(request, text)).json(), media_type="application/json")
 
 
 class PasteForm(BaseModel):
@@ -148,7 +164,7 @@ async def match_form(request: Request, settings: SettingsDep, text: str = ""):
     """The paste form; with `?text=`, the answer to it (where the search box sends a paste)."""
     if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
         raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
-    return _page(request, text, await _answer(request, text) if text.strip() else None)
+    return _page(request, text, (await _answer(request, text)).answer if text.strip() else None)
 
 
 @router.post("/match", response_class=HTMLResponse, include_in_schema=False)
@@ -157,7 +173,7 @@ async def match_page(request: Request, settings: SettingsDep):
     text = (await form_fields(request)).get("text", "")
     if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
         raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
-    return _page(request, text, await _answer(request, text) if text.strip() else None)
+    return _page(request, text, (await _answer(request, text)).answer if text.strip() else None)
 
 
 @router.post("/outcomes", include_in_schema=False)
