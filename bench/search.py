@@ -70,7 +70,7 @@ def bench_ours(docs: list[dict], root: Path, repeat: int, engine: str) -> dict:
     results["all"] = timed(lambda q: service.search(q, limit=PAGE), QUERIES, repeat)
 
     def reopened(query: str) -> None:
-        fresh = SearchService(index_dir, search_engine=engine)
+        fresh = SearchService(index_dir, search_engine=engine, budget_ms=10_000)
         fresh.search(query, limit=PAGE, highlights=False, facets=False)
         fresh.close()
 

@@ -45,11 +45,15 @@ def test_must_show_queries_find_the_right_entry_first(server, query: str, expect
     assert page.index(f'href="/entries/{expected}"') < page.index('<a class="title"') + 60
 
 
-def test_typo_suggests_the_right_word(server):
+def test_a_typo_shows_the_corrected_results_and_offers_the_words_as_typed(server):
     base, _ = server
-    assert search_json(base, "contigous")["suggestion"] == "contiguous"
+    corrected = search_json(base, "contigous")
+    assert corrected["corrected_from"] == "contigous" and corrected["query"] == "contiguous"
+    assert corrected["hits"][0]["id"] == "view-non-contiguous"
     _, page = get(f"{base}/search?q=contigous")
-    assert "Did you mean" in page and ">contiguous</a>" in page
+    assert "Showing results for <strong>contiguous</strong>" in page
+    _, exact = get(f"{base}/search?q=contigous&exact=1")
+    assert "Did you mean" in exact and ">contiguous</a>" in exact
 
 
 def test_entry_page_and_static_files_are_served(server):

@@ -22,11 +22,13 @@ FORMATS = {
     "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
     "warning", "cpp", "windows", "pdb", "chinese",
 }  # fmt: skip
-# Held at where the figures stand, a point below (today 93.7 % / 91.7 % top-1 and 87.9 % / 90.2 %
+# Held at where the figures stand, a point below (today 90.3 % / 89.8 % top-1 and 86.6 % / 83.3 %
 # negatives with no match on the two held-out halves, against a goal of 97 % and 95 %: see
-# bench/calibration.py), so that a change cannot make them worse unnoticed.
-HELD_OUT_TOP1_FLOOR = 0.90
-HELD_OUT_NEGATIVES_FLOOR = 0.86
+# bench/calibration.py), so that a change cannot make them worse unnoticed. They fell from
+# 93.7 % / 91.7 % and 87.9 % / 90.2 % when batches g1 and g2 joined: 121 pastes gathered blind,
+# many of them prose about silent errors, measured fresh at 49.4 % top-1 and 78.1 % negatives.
+HELD_OUT_TOP1_FLOOR = 0.89
+HELD_OUT_NEGATIVES_FLOOR = 0.82
 
 
 @pytest.fixture(scope="module")
