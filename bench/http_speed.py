@@ -32,17 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-TRACEBACK = (
-    "Traceback (most recent call last):\n"
-    + "".join(
-        f'  File "/home/u/project/model/layer_{n}.py", line {n * 7}, in forward\n'
-        f"    x = self.block_{n}(x)\n"
-        for n in range(40)
-    )
-    + "RuntimeError: view size is not compatible with input tensor's size and stride (at least "
-    "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.\n"
-)[:5000]
+from bench.agents import TRACEBACK  # noqa: E402  (the same 5 KB paste as there)
+
 ENTRY = "view-non-contiguous"
 REPEATED_QUERY = "cuda+out+of+memory"
 

@@ -1,6 +1,8 @@
 """Logging in and out, one's own account and password, API tokens, and the admin's page of users
 (roles, disabling, password resets) and the audit log."""
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
@@ -227,9 +229,17 @@ async def admin_set_role(
     session: SessionDep,
     principal: Admin,
 ):
-    form = await form_fields(request)
+    role = (await form_fields(request)).get("role", "")
+    return _admin_action(
+        request, session, lambda: set_role(session, name=name, role=role, actor=principal)
+    )
+
+
+def _admin_action(request: Request, session, action: Callable[[], object]):
+    """Run one admin change: back to the admin page with the refusal's sentence, or committed
+    and redirected to it."""
     try:
-        set_role(session, name=name, role=form.get("role", ""), actor=principal)
+        action()
     except AccountError as exc:
         return _admin_page(request, session, str(exc))
     session.commit()
@@ -238,22 +248,14 @@ async def admin_set_role(
 
 @router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
 async def admin_disable_user(name: str, request: Request, session: SessionDep, principal: Admin):
-    try:
-        disable_user(session, name=name, actor=principal)
-    except AccountError as exc:
-        return _admin_page(request, session, str(exc))
-    session.commit()
-    return see_other(request, "/admin")
+    return _admin_action(
+        request, session, lambda: disable_user(session, name=name, actor=principal)
+    )
 
 
 @router.post("/admin/users/{name}/enable", response_class=HTMLResponse)
 async def admin_enable_user(name: str, request: Request, session: SessionDep, principal: Admin):
-    try:
-        enable_user(session, name=name, actor=principal)
-    except AccountError as exc:
-        return _admin_page(request, session, str(exc))
-    session.commit()
-    return see_other(request, "/admin")
+    return _admin_action(request, session, lambda: enable_user(session, name=name, actor=principal))
 
 
 @router.post("/admin/users/{name}/password", response_class=HTMLResponse)
