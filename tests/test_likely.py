@@ -106,6 +106,18 @@ def test_a_signature_match_is_never_second_to_a_likely_one(matcher):
     assert all(m.tier == "signature" for m in result.matches)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RuntimeError: CUDA out of memory",  # what people type from memory, without the sizes
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: CUDA out of memory (the rest cut off)",
+    ],
+)
+def test_the_shortest_oom_message_is_claimed_by_its_entry(matcher, text):
+    assert top(matcher, text) == ("cuda-out-of-memory", "signature")
+
+
 # ---- generic messages need their context -------------------------------------------------------
 
 
