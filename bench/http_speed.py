@@ -163,6 +163,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=3.0, help="per row and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--engine", choices=["whoosh", "tantivy"], default="whoosh")
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_bare:
@@ -182,6 +183,7 @@ def main() -> None:
     shutil.copytree(ROOT / "content", work / "content")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
     env["PITFALLS_LOG_LEVEL"] = "warning"
+    env["PITFALLS_SEARCH_ENGINE"] = args.engine
     pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent)) or "pitfalls"
     app_port, bare_port = _free_port(), _free_port()
     app_log, bare_log = work / "serve.log", work / "bare.log"
@@ -250,7 +252,7 @@ def main() -> None:
         entries = len(list((ROOT / "content").glob("*.md")))
         print(
             f"one uvicorn worker each, {args.connections} keep-alive connections, "
-            f"{args.rounds} rounds x {args.seconds:g} s per row (median round), {entries} entries"
+            f"{args.rounds} rounds x {args.seconds:g} s per row (median round), {entries} entries, search engine {args.engine}"
         )
         print(f"  {'':32} {'req/s':>8} {'% bare':>7} {'p50 ms':>8} {'p99 ms':>8}")
 
