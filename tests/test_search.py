@@ -253,3 +253,19 @@ def test_another_engine_rebuilds_the_index_rather_than_reading_it(
     assert [h.id for h in service.search("alpha").hits] == ["alpha"]
     assert read_state(settings.index_dir).engine == search_engine
     service.close()
+
+
+def test_marks_are_found_by_pattern_escaped_and_cut_into_two_fragments():
+    from app.search import mark_terms
+
+    text = (
+        "The <b> memory of num_batches_tracked grows; " + "x " * 200 + "memories and 显存不足 end"
+    )
+    marked = mark_terms(text, ("memori", "batch", "显存"))
+    assert "&lt;b&gt;" in marked and "<b>" not in marked  # escaped, never raw
+    assert '<mark class="match term0">memory</mark>' in marked  # a stem ending in i takes y
+    assert "num_<mark" in marked  # a piece of an identifier
+    assert marked.count(" … ") == 1  # two fragments: far apart
+    assert mark_terms("nothing here", ("memori",)) == ""
+    assert ">显存" not in mark_terms(text, ("memori",))  # in the text, but not a term: not marked
+    assert '<mark class="match term2">显存</mark>' in marked

@@ -8,17 +8,18 @@ only for the page shown.
 """
 
 import contextlib
+import html
 import logging
 import math
 import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import Engine
 from whoosh.analysis import STOP_WORDS
-from whoosh.highlight import ContextFragmenter, HtmlFormatter, highlight
 from whoosh.qparser import OrGroup
 from whoosh.query import And, AndNot, Every, Query, Term
 
@@ -38,7 +39,6 @@ from app.search.query import ReadQuery, read_query
 from app.storage import FeedMark
 
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
-HIGHLIGHT_WINDOW = 600  # characters analyzed for a highlight, around the first match
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
@@ -90,6 +90,71 @@ class SearchResult:
             "relaxed": self.relaxed,
             "corrected_from": self.corrected_from,
         }
+
+
+_CJK_TERM = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+FRAGMENT_CHARS = 180  # the longest fragment, from its first mark to its last
+SURROUND_CHARS = 50  # text kept on each side of a fragment's marks
+MAX_FRAGMENTS = 2
+
+
+@lru_cache(maxsize=512)
+def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for every term, each as the start of a word (CJK anywhere). Porter turns a
+    final y into i (memory: memori), so a stem ending in i also takes y."""
+    alternatives = []
+    for term in sorted(set(terms), key=len, reverse=True):
+        if _CJK_TERM.search(term):
+            alternatives.append(re.escape(term))
+            continue
+        body = re.escape(term)
+        if term.isalpha() and term.endswith("i") and len(term) > 2:
+            body = re.escape(term[:-1]) + "[iy]"
+        # A word's start: after a space, punctuation or an identifier's "_" or ".".
+        alternatives.append(rf"(?<![A-Za-z0-9]){body}[\w]*" if term[:1].isalnum() else body)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def mark_terms(text: str, terms: tuple[str, ...]) -> str:
+    """Escaped HTML of up to two fragments of `text` around the first places the terms occur,
+    each occurrence in `<mark class="match termN">`; "" when none occurs."""
+    pattern = _term_pattern(tuple(terms))
+    order = {term: n for n, term in enumerate(dict.fromkeys(terms))}
+    spans: list[tuple[int, int, int]] = []
+    for match in pattern.finditer(text):
+        found = match.group().lower()
+        number = next((n for term, n in order.items() if found.startswith(term[:-1] or term)), 0)
+        spans.append((match.start(), match.end(), number))
+        if len(spans) >= 16:
+            break
+    if not spans:
+        return ""
+    fragments: list[str] = []
+    i = 0
+    while i < len(spans) and len(fragments) < MAX_FRAGMENTS:
+        first = spans[i][0]
+        group = [spans[i]]
+        i += 1
+        while i < len(spans) and spans[i][1] - first <= FRAGMENT_CHARS:
+            group.append(spans[i])
+            i += 1
+        begin = max(0, first - SURROUND_CHARS)
+        if begin:
+            space = text.find(" ", begin, first)
+            begin = space + 1 if space >= 0 else begin
+        finish = min(len(text), group[-1][1] + SURROUND_CHARS)
+        if finish < len(text):
+            space = text.rfind(" ", group[-1][1], finish)
+            finish = space if space >= 0 else finish
+        out, at = [], begin
+        for start, end, number in group:
+            out.append(html.escape(text[at:start], quote=False))
+            mark = html.escape(text[start:end], quote=False)
+            out.append(f'<mark class="match term{number}">{mark}</mark>')
+            at = end
+        out.append(html.escape(text[at:finish], quote=False))
+        fragments.append("".join(out).strip())
+    return " … ".join(fragments)
 
 
 class IndexUnavailable(RuntimeError):
@@ -146,9 +211,6 @@ class SearchService:
         self._rebuilding = threading.Lock()
         self._updating = threading.Lock()
         self._applied: FeedMark | None = None  # the feed's mark the index was last seen at
-        formatter = HtmlFormatter(tagname="mark", between=" … ")
-        self._formatter = formatter
-        self._fragmenter = ContextFragmenter(maxchars=180, surround=50)
 
     # -- keeping the searcher current ------------------------------------------------------
 
@@ -267,32 +329,19 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit, needles: dict[str, tuple[str, ...]], schema) -> str:
-        """The first field that contains a query term, highlighted around its first occurrence.
+    def _highlight(self, hit, needles: dict[str, tuple[str, ...]]) -> str:
+        """The first field that contains a query term, marked around its first occurrences.
 
-        Stems and bigrams are substrings of the words they come from, so a plain substring
-        search finds where to look; only a window of the text there is analyzed.
+        Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
+        stem with its last letter changed aside) of the words they come from, so the text is
+        searched with one regular expression, never analyzed (`mark_terms`).
         """
         for fieldname in HIGHLIGHT_FIELDS:
             text = hit.get(fieldname)
             words = needles.get(fieldname)
             if not text or not words:
                 continue
-            lowered = text.lower()
-            found = [at for at in (lowered.find(word) for word in words) if at >= 0]
-            if not found:
-                continue
-            start = max(0, min(found) - HIGHLIGHT_WINDOW // 3)
-            start = text.rfind(" ", 0, start) + 1 if start else 0
-            window = text[start : start + HIGHLIGHT_WINDOW]
-            fragment = highlight(
-                window,
-                frozenset(words),
-                schema[fieldname].analyzer,
-                self._fragmenter,
-                self._formatter,
-                top=2,
-            )
+            fragment = mark_terms(text, words)
             if fragment:
                 return fragment
         return ""
@@ -440,7 +489,6 @@ class SearchService:
         limit: int,
         highlights: bool,
     ) -> list[SearchHit]:
-        schema = reader.schema
         needles: dict[str, tuple[str, ...]] = {}
         if isinstance(query, AndNot):
             query = query.a  # excluded words are never highlighted
@@ -463,7 +511,7 @@ class SearchService:
                     kind=stored["kind"],
                     tags=[t for t in stored.get("tags", "").split(",") if t],
                     score=round(float(score or 0.0), 4),
-                    highlights=self._highlight(stored, needles, schema) if highlights else "",
+                    highlights=self._highlight(stored, needles) if highlights else "",
                 )
             )
         return hits
