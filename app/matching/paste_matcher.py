@@ -65,7 +65,10 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
         return Query(message, final.type, frame_text(frames))
     if parsed.warnings:
         warning = parsed.warnings[-1]
-        return Query(warning.message[:_MESSAGE_HEAD], warning.category)
+        # A C++ `[W …] Warning:` names no category: its type is unknown, not a disagreement
+        # with every entry's exception.
+        category = None if warning.category in (None, "Warning") else warning.category
+        return Query(warning.message[:_MESSAGE_HEAD], category)
     text = parsed.text.strip()
     if not text:
         return None
