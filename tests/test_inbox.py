@@ -55,12 +55,17 @@ def test_with_the_inbox_on_only_the_redacted_error_is_kept(make_settings, conten
         wiki = test_wiki.Wiki(client, content_dir)
         clusters = client.get("/api/v1/inbox", headers=wiki.bearer("ci-bot")).json()
         page = wiki.login("alice").get("/inbox").text
+        # A GET of the answer (a link, a crawler) counts nothing; the paste posted again does.
+        client.get("/match", params={"text": SECRET_PASTE})
+        client.post("/api/v1/match", json={"text": SECRET_PASTE})
+        [recounted] = client.get("/api/v1/inbox", headers=wiki.bearer("ci-bot")).json()
     assert "ConnectionError" in stored
     leaked = [m for m in MARKERS if m in stored]
     assert not leaked, leaked
     assert "client.connect()" not in stored and "secret-project/train.py" not in stored
     [cluster] = clusters
     assert cluster["fingerprint"] == answer["fingerprint"] and cluster["count"] == 1
+    assert recounted["count"] == 2
     assert "<email>" in cluster["examples"][0] and "<secret>" in cluster["examples"][0]
     assert "Start an entry" in page and "/entries/new?type=ConnectionError" in page
 

@@ -53,23 +53,23 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")  # binary and broken UTF-8 still get an answer
 
 
-async def _answer(request: Request, text: str) -> KeptAnswer:
+async def _answer(request: Request, text: str, record: bool = True) -> KeptAnswer:
     """The answer, worked out in a worker thread within the paste budget (503 past it); with
-    PITFALLS_INBOX on, an unmatched error is counted in the inbox (redacted, never the paste).
-    The same paste under the same content mark is answered from memory (an unmatched one only
-    while the inbox is off, so that every sighting is still counted)."""
+    PITFALLS_INBOX on and `record`, an unmatched error is counted in the inbox (redacted, never
+    the paste). The same paste under the same content mark is answered from memory (an
+    unmatched one only while the inbox is off, so that every sighting is still counted)."""
     state = request.app.state
     key = AnswerCache.key(text, await current_mark(state))
     kept = state.answers.get(key)
     if kept is not None:
         return kept
-    kept = KeptAnswer(await _work_out(request, text))
+    kept = KeptAnswer(await _work_out(request, text, record))
     if kept.answer.known or not state.settings.inbox:
         state.answers.put(key, kept)
     return kept
 
 
-async def _work_out(request: Request, text: str) -> Answer:
+async def _work_out(request: Request, text: str, record: bool) -> Answer:
     state = request.app.state
 
     def work() -> Answer:
@@ -77,7 +77,7 @@ async def _work_out(request: Request, text: str) -> Answer:
         answer = answer_paste(
             text, engine=state.engine, matcher=state.matchers.current(), parsed=parsed
         )
-        if state.settings.inbox and not answer.known:
+        if record and state.settings.inbox and not answer.known:
             record_unknown(state.engine, parsed)
         return answer
 
@@ -161,10 +161,13 @@ def _page(request: Request, text: str, answer: Answer | None, status: int = 200)
 
 @router.get("/match", response_class=HTMLResponse, include_in_schema=False)
 async def match_form(request: Request, settings: SettingsDep, text: str = ""):
-    """The paste form; with `?text=`, the answer to it (where the search box sends a paste)."""
+    """The paste form; with `?text=`, the answer to it (where the search box sends a paste).
+    A GET changes nothing: an unmatched error is not counted in the inbox (a link or a crawler
+    would count it again and again); the paste page's POST does."""
     if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
         raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
-    return _page(request, text, (await _answer(request, text)).answer if text.strip() else None)
+    kept = await _answer(request, text, record=False) if text.strip() else None
+    return _page(request, text, kept.answer if kept else None)
 
 
 @router.post("/match", response_class=HTMLResponse, include_in_schema=False)
