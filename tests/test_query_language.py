@@ -187,6 +187,13 @@ def test_the_glossary_reads_groups_and_expands_both_ways(search):
     assert "ddp-gpu0-memory" in ids(search.search("uneven GPU memory ddp"))[:3]
 
 
+def test_a_long_chinese_question_is_searched_by_its_first_parts_within_the_budget(client):
+    read = read_query("显存不足多卡训练卡住" * 200)
+    assert len(read.parts) == 32  # one "word", 1,999 bigrams: only the first ones are searched
+    response = client.get("/api/v1/search", params={"q": ("显存不足多卡训练卡住" * 200)[:2000]})
+    assert response.status_code == 200, response.text[:200]  # was a 503 after a second
+
+
 # -- never a 5xx ---------------------------------------------------------------------------
 
 SYNTAX = st.sampled_from(

@@ -50,6 +50,9 @@ _WORD_JUNK = re.compile(
     r"[^\w.*?+#\-\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+"
 )
 _OPERATORS = {"AND", "OR", "NOT", "TO"}
+# Each part costs a query per field (and a pass for coverage): a long Chinese run is one word but
+# many bigram parts, so the parts are counted, not only the words; the rest of the text is left.
+MAX_PARTS = 32
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ def read_query(text: str) -> ReadQuery:
     pending_or = False
     pending_not = False
     for match in _PART.finditer(text):
+        if len(parts) >= MAX_PARTS:
+            break
         negated = bool(match.group("neg")) or pending_not
         pending_not = False
         name = match.group("field")
@@ -146,6 +151,8 @@ def read_query(text: str) -> ReadQuery:
                 continue
             if i == 0 and pending_or and not part.negated:
                 part = Part(part.text, part.phrase, part.field, part.negated, either=True)
+            if len(parts) >= MAX_PARTS:
+                break
             parts.append(part)
             if not part.negated and part.field is None and not part.phrase:
                 words.append(part.text)
