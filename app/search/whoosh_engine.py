@@ -82,15 +82,23 @@ def write_generation(generation: Path, docs, cjk: str = "bigram") -> None:
     ix.close()
 
 
+def _writer_now(generation: Path):
+    """(index, writer) of `generation`, or None when another writer holds it right now."""
+    ix = _storage(generation).open_index()
+    try:
+        return ix, ix.writer(timeout=0)
+    except LockError:
+        ix.close()
+        return None
+
+
 def apply_changes(generation: Path, entry_ids: list[str], documents: dict[str, dict]) -> bool:
     """Replace or delete the documents of `entry_ids`; False when another writer holds the
     index (it is applying the same changes)."""
-    ix = _storage(generation).open_index()
-    try:
-        writer = ix.writer(timeout=0)
-    except LockError:
-        ix.close()
+    opened = _writer_now(generation)
+    if opened is None:
         return False
+    ix, writer = opened
     try:
         for entry_id in entry_ids:
             if entry_id in documents:
@@ -112,12 +120,10 @@ def apply_changes(generation: Path, entry_ids: list[str], documents: dict[str, d
 def merge_segments(generation: Path) -> bool:
     """Merge every segment into one (dropping deleted documents); False when the index is
     being written right now (the next update merges instead)."""
-    ix = _storage(generation).open_index()
-    try:
-        writer = ix.writer(timeout=0)
-    except LockError:
-        ix.close()
+    opened = _writer_now(generation)
+    if opened is None:
         return False
+    ix, writer = opened
     try:
         writer.commit(optimize=True)
     finally:
