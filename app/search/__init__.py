@@ -14,7 +14,7 @@ import math
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -84,7 +84,10 @@ class SearchResult:
             "page": self.page,
             "pages": self.pages,
             "limit": self.limit,
-            "hits": [{**asdict(hit), "url": entry_url(hit.id)} for hit in self.hits],
+            # Not dataclasses.asdict: it deep-copies every field, a fifth of a new search.
+            "hits": [
+                {**vars(hit), "tags": list(hit.tags), "url": entry_url(hit.id)} for hit in self.hits
+            ],
             "facets": self.facets,
             "suggestion": self.suggestion,
             "relaxed": self.relaxed,
@@ -115,18 +118,64 @@ def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
+MAX_SPANS = 16  # marks looked for in one text
+_WORD_TAIL = re.compile(r"\w*")
+
+
+def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | None:
+    """Where `_term_pattern(terms)` matches in `text`, found with `str.find` on the lowered
+    text instead: compiling that pattern cost more than the search on a new query. None when
+    lowering changes the text's length (then offsets would not line up)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return None
+    candidates: list[tuple[int, int, int]] = []
+    for rank, term in enumerate(sorted(set(terms), key=len, reverse=True)):
+        needle = term.lower()
+        cjk = bool(_CJK_TERM.search(term))
+        stem_i = not cjk and term.isalpha() and term.endswith("i") and len(term) > 2
+        if stem_i:
+            needle = needle[:-1]
+        word = not cjk and term[:1].isalnum()
+        at, kept = lowered.find(needle), 0
+        while at >= 0 and kept < 4 * MAX_SPANS:
+            end = at + len(needle)
+            stem_fits = not stem_i or lowered[end : end + 1] in ("i", "y")
+            starts_word = (
+                not word or not at or not text[at - 1].isascii() or not text[at - 1].isalnum()
+            )
+            if stem_fits and starts_word:
+                end = end + 1 if stem_i else end
+                if word:
+                    end = _WORD_TAIL.match(text, end).end()
+                candidates.append((at, rank, end))
+                kept += 1
+            at = lowered.find(needle, at + 1)
+    candidates.sort()
+    spans: list[tuple[int, int]] = []
+    reached = 0
+    for start, _rank, end in candidates:
+        if start >= reached and end > start:
+            spans.append((start, end))
+            reached = end
+            if len(spans) >= MAX_SPANS:
+                break
+    return spans
+
+
 def mark_terms(text: str, terms: tuple[str, ...]) -> str:
     """Escaped HTML of up to two fragments of `text` around the first places the terms occur,
     each occurrence in `<mark class="match termN">`; "" when none occurs."""
-    pattern = _term_pattern(tuple(terms))
+    terms = tuple(terms)
+    found = _found_spans(text, terms)
+    if found is None:
+        found = [m.span() for m in _term_pattern(terms).finditer(text)][:MAX_SPANS]
     order = {term: n for n, term in enumerate(dict.fromkeys(terms))}
     spans: list[tuple[int, int, int]] = []
-    for match in pattern.finditer(text):
-        found = match.group().lower()
-        number = next((n for term, n in order.items() if found.startswith(term[:-1] or term)), 0)
-        spans.append((match.start(), match.end(), number))
-        if len(spans) >= 16:
-            break
+    for start, end in found:
+        word = text[start:end].lower()
+        number = next((n for term, n in order.items() if word.startswith(term[:-1] or term)), 0)
+        spans.append((start, end, number))
     if not spans:
         return ""
     fragments: list[str] = []
@@ -232,6 +281,12 @@ class SearchService:
             if state is None or mark != state.mark:
                 state = update_index(self.engine, self.index_dir, self.search_engine)
             self._applied = state.mark
+
+    @property
+    def applied(self) -> FeedMark | None:
+        """The feed's mark this process last saw its index at (None before its first search):
+        kept in memory, so asking costs no read of the index's state file."""
+        return self._applied
 
     @property
     def damaged(self) -> str | None:

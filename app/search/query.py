@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from whoosh.qparser import AndGroup, MultifieldParser, OrGroup, QueryParser
-from whoosh.query import And, AndNot, Every, NullQuery, Or, Query, Term
+from whoosh.query import And, AndNot, Every, NullQuery, Or, Phrase, Query, Term
 
 # What a reader may type before the colon, and the index field it means.
 FIELD_NAMES = {
@@ -186,6 +186,57 @@ class QueryBuilder:
             for group in (AndGroup, OrGroup)
         }
         self._single: dict[tuple, QueryParser] = {}
+        self._fields = fields
+        self._boosts = boosts
+
+    def _terms(self, fieldname: str, texts: list[str], boost: float, group) -> Query | None:
+        """What Whoosh's parser makes of one plain word's tokens on one field (`term_query`),
+        without the parser: its plugins cost more than the search itself on a new query."""
+        if not texts:
+            return None
+        if len(texts) == 1:
+            return Term(fieldname, texts[0], boost=boost)
+        spec = self._schema[fieldname].multitoken_query.lower()
+        if spec == "first":
+            return Term(fieldname, texts[0], boost=boost)
+        if spec == "phrase":
+            return Phrase(fieldname, texts, boost=boost)
+        joined = {"and": And, "or": Or}.get(spec) or (Or if group is OrGroup else And)
+        return joined([Term(fieldname, t, boost=boost) for t in texts])
+
+    def _word(self, fieldname: str | None, text: str, group) -> Query:
+        """A plain word (no phrase, no wildcard) on one field or, boosted, on all of them; each
+        analyzer reads the word once, however many fields share it."""
+        names = [fieldname] if fieldname is not None else self._fields
+        if fieldname is not None and (
+            fieldname not in self._schema or self._schema[fieldname].self_parsing()
+        ):
+            return self._parser(fieldname, group).parse(text)
+        analyzed: dict[int, list[str]] = {}
+        found = []
+        for name in names:
+            fieldobj = self._schema[name]
+            key = id(fieldobj.analyzer)
+            if key not in analyzed:
+                analyzed[key] = list(
+                    fieldobj.process_text(text, mode="query", tokenize=True, removestops=True)
+                )
+            boost = 1.0 if fieldname is not None else self._boosts.get(name, 1.0)
+            query = self._terms(name, analyzed[key], boost, group)
+            if query is not None:
+                found.append(query)
+        if not found:
+            return NullQuery
+        return found[0] if len(found) == 1 else Or(found)
+
+    def _text(self, fieldname: str | None, text: str, group) -> Query:
+        if any(c in text for c in '*?"'):  # wildcards and phrases: the parser's plugins
+            return self._parser(fieldname, group).parse(text)
+        words = text.split()
+        if len(words) == 1:
+            return self._word(fieldname, text, group)
+        queries = [self._word(fieldname, w, group) for w in words]
+        return (Or if group is OrGroup else And)(queries).normalize()
 
     def _parser(self, fieldname: str | None, group):
         if fieldname is None:
@@ -202,12 +253,12 @@ class QueryBuilder:
         # sees no syntax but a phrase's quotes.
         text = f'"{part.text}"' if part.phrase else part.text
         try:
-            query = self._parser(part.field, group).parse(text)
+            query = self._text(part.field, text, group)
             leaves = [] if part.phrase else identifier_leaves(part.text)
             if len(leaves) > 1:
                 # An identifier is found whole, or by its pieces (DistributedDataSampler:
                 # distributed, data, sampler), since people misremember names.
-                pieces = self._parser(part.field, group).parse(" ".join(leaves))
+                pieces = self._text(part.field, " ".join(leaves), group)
                 query = Or([query, pieces.with_boost(PIECES_BOOST)])
             return query
         except Exception:  # a part the parser cannot read finds nothing
