@@ -20,6 +20,7 @@ from typing import Annotated
 from urllib.parse import parse_qs, quote
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
 from sqlmodel import Session
 
@@ -236,9 +237,22 @@ def _refusal(request: Request, principal: Principal, role: str) -> str:
     return f"Only admins can do this, and your role is {principal.role}; admins: {who}."
 
 
-def read_access(request: Request) -> None:
-    """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token."""
-    principal = get_principal(request)  # a bad token is refused even when reading is public
+def _needs_lookup(request: Request) -> bool:
+    """Whether finding the caller reads the database (a token, or a session's key)."""
+    if getattr(request.state, "principal", None) is not None:
+        return False
+    if bearer_token(request) is not None:
+        return True
+    return "session" in request.scope and bool(request.session.get("sid"))
+
+
+async def read_access(request: Request) -> None:
+    """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token. A
+    coroutine so that an anonymous reader, most requests, costs no trip to a thread."""
+    if _needs_lookup(request):  # a bad token is refused even when reading is public
+        principal = await run_in_threadpool(get_principal, request)
+    else:
+        principal = get_principal(request)
     if not request.app.state.settings.public_read and not principal.has_role("reader"):
         raise LoginRequired()
 

@@ -230,10 +230,13 @@ class ReaderCache:
     def _in_step(state, mark: storage.ContentMark) -> bool:
         """This process's derived caches stand at the database's feed mark (what a page shows
         of search results and matches comes from them, not from the database)."""
-        index = read_state(state.settings.index_dir)
+        applied = state.search.applied  # in memory: no file read on the event loop
+        if applied is None:
+            index = read_state(state.settings.index_dir)
+            applied = index.mark if index is not None else None
         return (
-            index is not None
-            and index.mark == mark.feed
+            applied is not None
+            and applied == mark.feed
             and state.search.damaged is None
             and state.matchers.mark == mark.feed
         )
