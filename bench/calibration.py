@@ -57,6 +57,11 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="write the model fitted on all")
     parser.add_argument("--quiet", action="store_true", help="do not list wrong answers")
     parser.add_argument("--fresh", metavar="PREFIX", help="batches held out from all tuning")
+    parser.add_argument(
+        "--misses",
+        metavar="PREFIX",
+        help="list the wrong answers of these batches (only batches that are tuned on)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -91,6 +96,13 @@ def main() -> None:
         )
         show("  signature tier alone", report(run(matcher, fresh)), wrong=False)
         show("  both tiers", report(outcomes), wrong=False)
+
+    if args.misses:
+        tuned = [c for c in cases if c.file.startswith(args.misses)]
+        others = [c for c in cases if not c.file.startswith(args.misses)]
+        model = fit_model(run(matcher, others), fitted_on="the other batches")
+        print(f"\nbatches {args.misses}* ({len(tuned)} pastes), model fitted on the others:")
+        show("  both tiers", report(run(with_model(matcher, model), tuned)))
 
     print("\nreliability of the likely tier on held-out pastes (top candidate of each):")
     print("  confidence  pastes  mean confidence  share right")
