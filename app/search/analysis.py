@@ -83,6 +83,25 @@ class CodeAwareTokenizer(Tokenizer):
             tokens += [(char, i, i) for i, char in enumerate(run)]
         return tokens
 
+    def spans(self, value: str, query: bool = False) -> Iterator[tuple[str, int, int, int]]:
+        """(text, start char, end char, position) of each token, as typed (not lowered)."""
+        pos = 0
+        for match in _TOKEN.finditer(value):
+            if match.lastgroup == "cjk":
+                run = match.group()
+                for text, offset, pos_offset in self._cjk_tokens(run, query):
+                    start = match.start() + offset
+                    yield text, start, start + len(text), pos + pos_offset
+                pos += len(run)
+            else:
+                word = match.group()
+                yield word, match.start(), match.end(), pos
+                parts, width = _split_parts(word, match.start())
+                if not query:
+                    for text, start, end, pos_offset in parts:
+                        yield text, start, end, pos + pos_offset
+                pos += width
+
     def __call__(
         self,
         value: str,
@@ -97,35 +116,18 @@ class CodeAwareTokenizer(Tokenizer):
         **kwargs,
     ) -> Iterator[Token]:
         token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
-        query = mode == "query"
-        pos = start_pos
-        for match in _TOKEN.finditer(value):
-            emitted: list[tuple[str, int, int, int]] = []  # text, start, end, position offset
-            if match.lastgroup == "cjk":
-                run = match.group()
-                for text, offset, pos_offset in self._cjk_tokens(run, query):
-                    start = match.start() + offset
-                    emitted.append((text, start, start + len(text), pos_offset))
-                width = len(run)
-            else:
-                word = match.group()
-                emitted.append((word, match.start(), match.end(), 0))
-                parts, width = _split_parts(word, match.start())
-                if not query:
-                    emitted.extend(parts)
-            for text, start, end, pos_offset in emitted:
-                token.text = text
-                token.boost = 1.0
-                token.stopped = False
-                if keeporiginal:
-                    token.original = text
-                if positions:
-                    token.pos = pos + pos_offset
-                if chars:
-                    token.startchar = start_char + start
-                    token.endchar = start_char + end
-                yield token
-            pos += width
+        for text, start, end, pos in self.spans(value, query=mode == "query"):
+            token.text = text
+            token.boost = 1.0
+            token.stopped = False
+            if keeporiginal:
+                token.original = text
+            if positions:
+                token.pos = start_pos + pos
+            if chars:
+                token.startchar = start_char + start
+                token.endchar = start_char + end
+            yield token
 
 
 class PlainWordStemFilter(Filter):
@@ -154,9 +156,17 @@ def code_analyzer(cjk: str = "bigram"):
     return CodeAwareTokenizer(cjk) | LowercaseFilter()
 
 
+_SPELLING_WORD = r"[A-Za-z]{3,}"
+
+
 def spelling_analyzer():
     """Plain words for "did you mean": cheap, since every text of an entry goes through it."""
-    return RegexTokenizer(r"[A-Za-z]{3,}") | LowercaseFilter()
+    return RegexTokenizer(_SPELLING_WORD) | LowercaseFilter()
+
+
+def spelling_words(text: str) -> list[str]:
+    """What `spelling_analyzer` makes of `text`, without Whoosh's token objects."""
+    return [word.lower() for word in re.findall(_SPELLING_WORD, text)]
 
 
 def prose_analyzer(cjk: str = "bigram"):
@@ -167,3 +177,75 @@ def prose_analyzer(cjk: str = "bigram"):
         | StopFilter(minsize=1, renumber=False)
         | PlainWordStemFilter()
     )
+
+
+# What a word becomes in a document, by (analyzer kind, word): words repeat across entries, so
+# a large reindex works each one out once. Bounded: emptied when it grows past this.
+_WORD_CACHE: dict[tuple[bool, str], tuple[tuple[tuple[str, int, int, int], ...], int]] = {}
+_WORD_CACHE_SIZE = 200_000
+
+
+def _word_tokens(
+    tokenizer: CodeAwareTokenizer, word: str, prose: bool, stoplist: frozenset
+) -> tuple[tuple[tuple[str, int, int, int], ...], int]:
+    """A word's tokens (text, start, end, position offset), relative to the word, and its
+    width in positions."""
+    key = (prose, word)
+    found = _WORD_CACHE.get(key)
+    if found is not None:
+        return found
+    parts, width = _split_parts(word, 0)
+    tokens = []
+    for text, start, end, pos_offset in [(word, 0, len(word), 0), *parts]:
+        text = text.lower()
+        if prose:
+            if text in stoplist:
+                continue
+            if _PLAIN_WORD.match(text):
+                text = stem_word(text)
+        tokens.append((text, start, end, pos_offset))
+    if len(_WORD_CACHE) >= _WORD_CACHE_SIZE:
+        _WORD_CACHE.clear()
+    found = _WORD_CACHE[key] = (tuple(tokens), width)
+    return found
+
+
+def document_tokens(analyzer, text: str) -> list[tuple[str, int, int, int]] | None:
+    """What `analyzer` (`code_analyzer` or `prose_analyzer`) makes of a document's `text`, as
+    (text, position, start char, end char), without Whoosh's token objects and generator
+    chain, which were most of the time a large reindex took; None for any other analyzer."""
+    items = getattr(analyzer, "items", ())
+    if not items or not isinstance(items[0], CodeAwareTokenizer):
+        return None
+    tokenizer = items[0]
+    rest = [type(item) for item in items[1:]]
+    if rest == [LowercaseFilter]:
+        prose, stoplist = False, frozenset()
+    elif rest == [LowercaseFilter, StopFilter, PlainWordStemFilter]:
+        stop = items[2]
+        if stop.renumber or stop.min != 1 or stop.max is not None:
+            return None
+        prose, stoplist = True, stop.stops
+    else:
+        return None
+    out = []
+    pos = 0
+    for match in _TOKEN.finditer(text):
+        at = match.start()
+        if match.lastgroup == "cjk":
+            run = match.group()
+            for token, offset, pos_offset in tokenizer._cjk_tokens(run, False):
+                token = token.lower()
+                if prose:
+                    if token in stoplist:
+                        continue
+                    if _PLAIN_WORD.match(token):
+                        token = stem_word(token)
+                out.append((token, pos + pos_offset, at + offset, at + offset + len(token)))
+            pos += len(run)
+            continue
+        tokens, width = _word_tokens(tokenizer, match.group(), prose, stoplist)
+        for token, start, end, pos_offset in tokens:
+            out.append((token, pos + pos_offset, at + start, at + end))
+        pos += width
+    return out

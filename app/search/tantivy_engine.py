@@ -18,6 +18,7 @@ from pathlib import Path
 from whoosh import query as wq
 
 from app.budget import check_budget
+from app.search.analysis import document_tokens, spelling_words
 from app.search.index import FIELD_BOOSTS, SEARCH_FIELDS
 from app.search.query import QueryBuilder
 from app.search.whoosh_engine import (
@@ -69,10 +70,13 @@ def build_tantivy_schema() -> "tantivy.Schema":
 
 
 def _tokens(analyzer, text: str) -> "tantivy.PreTokenizedString":
-    tokens = [
-        tantivy.Token(t.text, t.pos, t.startchar, t.endchar)
-        for t in analyzer(text, positions=True, chars=True)
-    ]
+    found = document_tokens(analyzer, text)
+    if found is None:
+        found = [
+            (t.text, t.pos, t.startchar, t.endchar)
+            for t in analyzer(text, positions=True, chars=True)
+        ]
+    tokens = [tantivy.Token(t, pos, start, end) for t, pos, start, end in found]
     return tantivy.PreTokenizedString(text, tokens)
 
 
@@ -93,7 +97,7 @@ def tantivy_document(doc: dict) -> "tantivy.Document":
             out.add_pre_tokenized_text(name, _tokens(schema[name].analyzer, text))
     spell = doc.get("spell")
     if spell:
-        out.add_text("spell", " ".join(t.text for t in schema["spell"].analyzer(spell)))
+        out.add_text("spell", " ".join(spelling_words(spell)))
     return out
 
 
