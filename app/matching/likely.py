@@ -25,6 +25,8 @@ import hashlib
 import marshal
 import math
 import re
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, field
@@ -184,14 +186,27 @@ class Candidate:
     words: list[str] = field(default_factory=list)  # the message's words the entry holds
 
 
-@dataclass
+@dataclass(slots=True)
 class _Doc:
+    """What the index keeps of one entry: small, since a team's 10,000 entries are all held.
+    Terms are interned (one string per distinct word across entries); `terms` doubles as the
+    vocabulary, and an example's words are a tuple (a handful, looked through rarely)."""
+
     entry_id: str
-    terms: Counter
+    terms: dict[str, int]
     length: float
-    vocabulary: frozenset[str]
-    examples: list[frozenset[str]]
+    examples: list[tuple[str, ...]]
     exception_types: frozenset[str]
+
+
+def _interned(words: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(sys.intern(w) for w in words))
+
+
+def _entry_key(entry: EntryText) -> bytes:
+    """An entry's text as a digest: what decides whether an entry must be read again, without
+    holding a second copy of every entry's text."""
+    return hashlib.blake2b(marshal.dumps(astuple(entry)), digest_size=16).digest()
 
 
 def _read_entry(entry: EntryText) -> "_Doc":
@@ -205,13 +220,12 @@ def _read_entry(entry: EntryText) -> "_Doc":
     terms: Counter = Counter()
     for name, text in fields.items():
         for token in tokens(normalize_message(text)):
-            terms[token] += _WEIGHTS[name]
+            terms[sys.intern(token)] += _WEIGHTS[name]
     return _Doc(
         entry_id=entry.entry_id,
-        terms=terms,
+        terms=dict(terms),
         length=float(sum(terms.values())),
-        vocabulary=frozenset(terms),
-        examples=[frozenset(tokens(normalize_message(e))) for e in entry.examples],
+        examples=[_interned(tokens(normalize_message(e))) for e in entry.examples],
         exception_types=entry.exception_types,
     )
 
@@ -224,23 +238,21 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def read_saved_documents(path: Path) -> dict[EntryText, "_Doc"]:
-    """Entries read by an earlier process (`save_documents`), or {} when the file is missing,
-    damaged or written by other code: a cache, never a source of truth."""
+def read_saved_documents(path: Path) -> dict[bytes, "_Doc"]:
+    """Entries read by an earlier process (`save_documents`), by `_entry_key`, or {} when the
+    file is missing, damaged or written by other code: a cache, never a source of truth."""
     try:
         data = marshal.loads(path.read_bytes())
         if not isinstance(data, dict) or data.get("code") != _code_digest():
             return {}
         saved = {}
-        for key, (terms, length, examples) in data["docs"]:
-            entry = EntryText(*key)
-            saved[entry] = _Doc(
-                entry_id=entry.entry_id,
-                terms=Counter(terms),
+        for key, entry_id, types, terms, length, examples in data["docs"]:
+            saved[key] = _Doc(
+                entry_id=entry_id,
+                terms={sys.intern(t): n for t, n in terms.items()},
                 length=length,
-                vocabulary=frozenset(terms),
-                examples=[frozenset(e) for e in examples],
-                exception_types=entry.exception_types,
+                examples=[_interned(e) for e in examples],
+                exception_types=frozenset(types),
             )
         return saved
     except (OSError, ValueError, EOFError, TypeError, KeyError):
@@ -251,8 +263,8 @@ def save_documents(index: "LikelyIndex", path: Path) -> None:
     """Keep what `index` read of each entry, so that a short-lived process (`pitfalls match`)
     tokenizes only the entries that changed since."""
     docs = [
-        (astuple(entry), (dict(doc.terms), doc.length, [tuple(e) for e in doc.examples]))
-        for entry, doc in index._doc_of.items()
+        (key, doc.entry_id, tuple(doc.exception_types), doc.terms, doc.length, doc.examples)
+        for key, doc in index._doc_of.items()
     ]
     payload = marshal.dumps({"code": _code_digest(), "docs": docs})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,26 +278,32 @@ class LikelyIndex:
         self,
         entries: Iterable[EntryText],
         previous: "LikelyIndex | None" = None,
-        saved: dict[EntryText, "_Doc"] | None = None,
+        saved: dict[bytes, "_Doc"] | None = None,
     ) -> None:
         """`previous`: an index of this process whose tokenized entries are reused where an
         entry's text is unchanged (a save re-reads only the entries that changed); `saved`:
         the same from `read_saved_documents`."""
         self._docs: list[_Doc] = []
-        self._doc_of: dict[EntryText, _Doc] = {}
+        self._doc_of: dict[bytes, _Doc] = {}  # by `_entry_key`
         self.read_afresh = 0  # entries tokenized here rather than reused
         known = previous._doc_of if previous is not None else (saved or {})
-        postings: dict[str, list[tuple[int, float]]] = {}
+        # term -> the indexes of the entries that hold it (its weight is in the entry's terms);
+        # an array of ints, not a list of tuples: at 10,000 entries that was 100 MB.
+        postings: dict[str, array] = {}
         for entry in entries:
-            doc = known.get(entry) or self._doc_of.get(entry)
+            key = _entry_key(entry)
+            doc = known.get(key) or self._doc_of.get(key)
             if doc is None:
                 doc = _read_entry(entry)
                 self.read_afresh += 1
-            self._doc_of[entry] = doc
+            self._doc_of[key] = doc
             index = len(self._docs)
             self._docs.append(doc)
-            for term, weight in doc.terms.items():
-                postings.setdefault(term, []).append((index, weight))
+            for term in doc.terms:
+                found = postings.get(term)
+                if found is None:
+                    found = postings[term] = array("i")
+                found.append(index)
         count = max(1, len(self._docs))
         self._average = sum(d.length for d in self._docs) / count if self._docs else 1.0
         self._idf = {
@@ -319,8 +337,9 @@ class LikelyIndex:
                 continue
             check_budget()
             idf = self._idf[term] * share
-            for index, weight in found:
+            for index in found:
                 doc = self._docs[index]
+                weight = doc.terms[term]
                 norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * doc.length / self._average)
                 scores[index] = scores.get(index, 0.0) + idf * weight * (_BM25_K1 + 1) / (
                     weight + norm
@@ -336,7 +355,7 @@ class LikelyIndex:
             doc = self._docs[index]
             following = ranked[position + 1][1] if position + 1 < len(ranked) else 0.0
             leader = ranked[0][1]
-            covered = [w for w in words if w in doc.vocabulary]
+            covered = [w for w in words if w in doc.terms]
             best_cover, best_recall = 0.0, 0.0
             for example in doc.examples:
                 if not example:
@@ -349,7 +368,7 @@ class LikelyIndex:
             frames = 0.0
             if frame_words:
                 frame_total = sum(self.idf(w) for w in frame_words)
-                frames = sum(self.idf(w) for w in frame_words if w in doc.vocabulary) / frame_total
+                frames = sum(self.idf(w) for w in frame_words if w in doc.terms) / frame_total
             if query.exception_type and doc.exception_types:
                 agrees = 1.0 if query.exception_type in doc.exception_types else 0.0
             else:
