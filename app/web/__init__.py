@@ -124,13 +124,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         name="swagger-ui",
     )
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
+    # The paste route lives with its page; what it can answer is documented here, like the API's.
+    # First: routes are tried in order, and a bot's repeated paste should not pay for the others.
+    app.include_router(match.router, responses=api.errors(400, 401, 413, 422, 503))
     app.include_router(api.open_router)
     app.include_router(api.router)
     app.include_router(catalog_api.router)
     app.include_router(wiki_api.router)
     app.include_router(account_api.router)
-    # The paste route lives with its page; what it can answer is documented here, like the API's.
-    app.include_router(match.router, responses=api.errors(400, 401, 413, 422, 503))
     app.include_router(account_pages.router)
     app.include_router(catalog_pages.router)
     app.include_router(wiki_pages.router)
