@@ -504,6 +504,10 @@ def _quoted_exceptions(text: str) -> list[ParsedException]:
                     break
                 parts.append(line)
             message = "\n".join(parts)
+            # ... and no further: `RuntimeError("...")` can sit in the middle of a sentence.
+            if closing := re.search(rf"(?<!\\){quote}\)", message):
+                message = message[: closing.start()]
+                quote = None  # closed: nothing after it to strip
         if quote or message.endswith("`"):
             message = _QUOTED_END.sub("", message)
         return [ParsedException(match.group("type"), message.strip(), origin="quoted")]

@@ -205,6 +205,9 @@ def test_a_repr_and_typographic_quotes_are_unwrapped():
     repr_text = "RuntimeError('Error(s) in loading state_dict for Net:\\n\\tMissing key(s).')"
     exc = first_exception(repr_text)
     assert exc.message.startswith("Error(s) in loading state_dict for Net:\n\tMissing key(s)")
+    # A repr in the middle of a sentence ends at its closing quote, not at the end of the line.
+    in_prose = 'I get `RuntimeError("mat1 and mat2 must have the same dtype")` from a Linear.'
+    assert first_exception(in_prose).message == "mat1 and mat2 must have the same dtype"
     curly = "RuntimeError: can\u2019t optimize a non-leaf Tensor"
     assert first_exception(curly).message == "can't optimize a non-leaf Tensor"
 
