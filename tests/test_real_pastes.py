@@ -22,14 +22,15 @@ FORMATS = {
     "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
     "warning", "cpp", "windows", "pdb", "chinese",
 }  # fmt: skip
-# Held at where the figures stand, a point below (today 87.8 % / 89.4 % top-1 and 86.8 % / 80.1 %
+# Held at where the figures stand, a point below (today 88.5 % / 88.6 % top-1 and 86.8 % / 79.6 %
 # negatives with no match on the two held-out halves, against a goal of 97 % and 95 %: see
 # bench/calibration.py), so that a change cannot make them worse unnoticed. They fell as blind
 # batches joined, mostly prose about silent errors: from 93.7 % / 91.7 % and 87.9 % / 90.2 % when
 # g1 and g2 did (measured fresh at 49.4 % top-1, 78.1 % negatives), and from 90.3 % / 89.8 % and
-# 86.6 % / 83.3 % when h1 and h2 did (measured fresh at 62.9 % and 83.9 %).
+# 86.6 % / 83.3 % when h1 and h2 did (fresh: 62.9 % and 83.9 %); i1 and i2 measured 84.3 % and
+# 80.6 % fresh.
 HELD_OUT_TOP1_FLOOR = 0.87
-HELD_OUT_NEGATIVES_FLOOR = 0.79
+HELD_OUT_NEGATIVES_FLOOR = 0.78
 
 
 @pytest.fixture(scope="module")
