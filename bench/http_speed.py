@@ -9,7 +9,8 @@ figure is what uvicorn and FastAPI cost without our middleware, database or temp
 asyncio client keeps a fixed number of keep-alive connections busy for a fixed time per row.
 Rows take turns over several rounds; each row's req/s and latencies are the median round's.
 
-Rows: the bare endpoint; `/api/v1/search` with a new query on every request (cold) and with one
+Rows: the bare endpoint, and a bare POST that reads and parses the same 5 KB JSON body as the
+match rows (what the framework costs for that request shape); `/api/v1/search` with a new query on every request (cold) and with one
 query (repeated); the search page; an entry page and its JSON; `POST /api/v1/match` with a 5 KB
 traceback, the same one (repeated: answered from memory) and a new one each time (its frames'
 line numbers change). Every answer must be 200, or the run stops.
@@ -42,13 +43,19 @@ REPEATED_QUERY = "cuda+out+of+memory"
 
 def bare_app():
     """The baseline: FastAPI with one small JSON route and nothing else."""
-    from fastapi import FastAPI
+    from fastapi import FastAPI, Request
 
     app = FastAPI()
 
     @app.get("/")
     async def hello() -> dict:
         return {"status": "ok", "entries": 148}
+
+    @app.post("/echo")
+    async def echo(request: Request) -> dict:
+        # The same request shape as a paste: a 5 KB JSON body, read and parsed.
+        body = json.loads(await request.body())
+        return {"status": "ok", "length": len(body.get("text", ""))}
 
     return app
 
@@ -216,6 +223,11 @@ def main() -> None:
         )
         rows: list[tuple[str, int, Callable[[], bytes]]] = [
             ("bare FastAPI JSON", bare_port, lambda: _request("GET", "/")),
+            (
+                "bare FastAPI POST (5 KB)",
+                bare_port,
+                lambda: _request("POST", "/echo", match_body, "application/json"),
+            ),
             ("GET /api/v1/search (cold)", app_port, lambda: next(cold)),
             (
                 "GET /api/v1/search (repeated)",
