@@ -350,3 +350,94 @@ def test_kept_pages_cost_no_query_yet_a_write_elsewhere_shows_within_the_interva
         )
     time.sleep(marks.interval_s * 1.5)
     assert client.get("/api/v1/overview").headers["etag"] != kept.headers["etag"]
+
+
+# ---- a repeated paste is answered before the routes ----------------------------------------
+
+
+class _Inner:
+    """The rest of the app, as the shortcut sees it: records what reaches it and answers 418
+    with the body it read, so a test can tell a pass-through (and its replayed body) apart."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        self.bodies.append(body)
+        await send({"type": "http.response.start", "status": 418, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _post(app, shortcut, body: bytes, chunk: int = 1 << 20, headers=()) -> tuple[int, bytes]:
+    import anyio
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/v1/match",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), *headers],
+        "app": app,
+    }
+    parts = [body[i : i + chunk] for i in range(0, len(body), chunk)] or [b""]
+    messages = [
+        {"type": "http.request", "body": p, "more_body": i < len(parts) - 1}
+        for i, p in enumerate(parts)
+    ]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    anyio.run(shortcut, scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_a_paste_answered_before_is_answered_without_the_routes(site: Site):
+    from app.web.match import PasteShortcut
+
+    body = b'{"text": "RuntimeError: failure in first-entry number 3"}'
+    first = site.anonymous().post(
+        "/api/v1/match", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert first.status_code == 200
+    inner = _Inner()
+    shortcut = PasteShortcut(inner)
+    layer = site.app.middleware_stack
+    while not isinstance(layer, PasteShortcut):
+        layer = layer.app
+    assert layer._route is not None  # learnt on the first paste, which went to the route
+    shortcut._route = layer._route
+    status, answer = _post(site.app, shortcut, body)
+    assert (status, answer) == (200, first.content) and inner.bodies == []
+    # Through the whole app as well: the same bytes, with the security headers.
+    again = site.anonymous().post(
+        "/api/v1/match", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert again.content == first.content and "nosniff" in again.headers["x-content-type-options"]
+    # Anything else reaches the route with its body intact, even sent in pieces.
+    other = b'{"text": "RuntimeError: failure in second-entry number 9"}'
+    assert _post(site.app, shortcut, other, chunk=7) == (418, other)
+    assert _post(site.app, shortcut, b"{not json", chunk=3) == (418, b"{not json")
+    token = [(b"authorization", f"Bearer {site.token}".encode())]
+    assert _post(site.app, shortcut, body, headers=token) == (418, body)
+    huge = b'{"text": "' + b"x" * (8 * site.app.state.settings.max_paste_bytes) + b'"}'
+    status, echoed = _post(site.app, shortcut, huge, chunk=65536)
+    assert status == 418 and echoed == huge
+    assert len(inner.bodies) == 4
+
+
+def test_a_private_site_never_answers_a_kept_paste_to_anonymous_callers(private_site: Site):
+    paste = {"text": "RuntimeError: failure in first-entry number 3"}
+    client = private_site.anonymous()
+    assert client.post("/api/v1/match", json=paste, headers=private_site.writer).status_code == 200
+    assert len(private_site.app.state.answers) == 1
+    assert client.post("/api/v1/match", json=paste).status_code == 401

@@ -156,6 +156,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Outside the sessions: a page that sets a cookie is seen, and never kept.
     app.add_middleware(ReaderCache)
+    # A paste answered before, from an anonymous caller: answered from memory, like a page.
+    app.add_middleware(match.PasteShortcut)
     # A page's JSON twin (`.json`, or Accept) becomes a request for its API route before
     # anything keyed on the path (the reader cache, the routes) sees it.
     app.add_middleware(JsonTwins)

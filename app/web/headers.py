@@ -16,10 +16,11 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
-_RAW = [
+SECURITY_HEADER_LIST = [
     (name.lower().encode("latin-1"), value.encode("latin-1"))
     for name, value in SECURITY_HEADERS.items()
 ]
+_RAW = SECURITY_HEADER_LIST
 
 
 def add_security_headers(response: Response, path: str = "") -> Response:
