@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
         # here instead of taking the threads that every other route needs.
         app.state.paste_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
+        app.state.search_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
         # A paste or search thread busy in Python makes the event loop wait up to this long
         # for the GIL at each of its system calls; 5 ms by default adds up to 100s of ms.
         sys.setswitchinterval(0.001)

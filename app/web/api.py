@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, ValidationError
@@ -152,7 +153,7 @@ def tag(tag: str, service: SearchDep) -> TagPage:
 
 
 @router.get("/search", summary="Full-text search over the entries", responses=errors(422, 503))
-def search(
+async def search(
     request: Request,
     service: SearchDep,
     settings: SettingsDep,
@@ -177,17 +178,22 @@ def search(
 ) -> dict:
     # Error text is matched as well as searched: its known and likely entries, best first.
     state = request.app.state
-    return search_with_matches(
-        service,
-        q,
-        engine=state.engine,
-        matcher=state.matchers.current(),
-        kind=kind,
-        tag=tag,
-        page=page,
-        limit=limit or settings.search_page_size,
-        correct=not exact,
-    )
+
+    def work() -> dict:
+        return search_with_matches(
+            service,
+            q,
+            engine=state.engine,
+            matcher=state.matchers.current(),
+            kind=kind,
+            tag=tag,
+            page=page,
+            limit=limit or settings.search_page_size,
+            correct=not exact,
+        )
+
+    # As many searches at once as there are cores: more threads only take turns at the GIL.
+    return await anyio.to_thread.run_sync(work, limiter=state.search_limiter)
 
 
 @router.get(
