@@ -7,7 +7,7 @@ import pytest
 from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
 from app.matching.calibration import Model, choose_threshold, fit, load_model, reliability
 from app.matching.likely import EntryText, LikelyIndex, Query, tokens
-from app.matching.paste_matcher import PasteMatcher
+from app.matching.paste_matcher import PasteMatcher, paste_query
 from app.tracebacks import parse_traceback
 from tests.conftest import REPO_CONTENT
 
@@ -80,18 +80,23 @@ def test_model_round_trips_and_refuses_unknown_features():
 # ---- the likely tier on pastes ----------------------------------------------------------------
 
 
-def test_a_warning_with_no_exception_gets_a_likely_match(matcher):
+def test_a_warning_with_no_exception_is_read_as_the_error_to_explain(matcher):
     paste = (
         "[W CUDAGuardImpl.h:46] Warning: CUDA warning: an illegal memory access was encountered"
         " (function destroyEvent)\n"
         '  File "train.py", line 40, in train\n'
         "    loss = criterion(out, y)\n"
     )
-    # The warning is read as the error to explain: its entry leads the likely candidates by far.
-    # Whether 0.6 is claimed is the calibration's call (the threshold moves with the corpus).
-    first, second = matcher.match(parse_traceback(paste)).candidates[:2]
+    parsed = parse_traceback(paste)
+    # The message's distinctive part is a signature of its entry on its own.
+    assert [m.entry_id for m in matcher.match(parsed).matches][:1] == ["cuda-illegal-memory-access"]
+    # The likely tier reads the warning as the error too: its entry leads by far. Whether it
+    # would be claimed is the calibration's call (the threshold moves with the corpus).
+    candidates = matcher.likely.candidates(paste_query(parsed))
+    confidence = {c.entry_id: matcher.model.confidence(c.features) for c in candidates}
+    first, second = sorted(candidates, key=lambda c: -confidence[c.entry_id])[:2]
     assert first.entry_id == "cuda-illegal-memory-access"
-    assert first.confidence > 0.5 > 0.05 > second.confidence
+    assert confidence[first.entry_id] > 0.5 > 0.05 > confidence[second.entry_id]
     assert first.features["type"] == 0.5  # a C++ warning names no type: unknown, not wrong
 
 
