@@ -179,31 +179,38 @@ def prose_analyzer(cjk: str = "bigram"):
     )
 
 
-# What a word becomes in a document, by (analyzer kind, word): words repeat across entries, so
-# a large reindex works each one out once. Bounded: emptied when it grows past this.
-_WORD_CACHE: dict[tuple[bool, str], tuple[tuple[tuple[str, int, int, int], ...], int]] = {}
+# What a word becomes in a document, by (stop list, word): words repeat across entries, so a
+# large reindex works each one out once. Bounded: emptied when it grows past this.
+_WORD_CACHE: dict[tuple, tuple[tuple[tuple[str, int, int, int], ...], int]] = {}
 _WORD_CACHE_SIZE = 200_000
 
 
+def _finished(token: str, stoplist: frozenset | None) -> str | None:
+    """A token after the analyzer's filters: lowered, and for prose (`stoplist` given) None
+    when it is a stop word, else Porter-stemmed when it is a plain word."""
+    token = token.lower()
+    if stoplist is None:
+        return token
+    if token in stoplist:
+        return None
+    return stem_word(token) if _PLAIN_WORD.match(token) else token
+
+
 def _word_tokens(
-    tokenizer: CodeAwareTokenizer, word: str, prose: bool, stoplist: frozenset
+    word: str, stoplist: frozenset | None
 ) -> tuple[tuple[tuple[str, int, int, int], ...], int]:
     """A word's tokens (text, start, end, position offset), relative to the word, and its
     width in positions."""
-    key = (prose, word)
+    key = (stoplist, word)
     found = _WORD_CACHE.get(key)
     if found is not None:
         return found
     parts, width = _split_parts(word, 0)
     tokens = []
     for text, start, end, pos_offset in [(word, 0, len(word), 0), *parts]:
-        text = text.lower()
-        if prose:
-            if text in stoplist:
-                continue
-            if _PLAIN_WORD.match(text):
-                text = stem_word(text)
-        tokens.append((text, start, end, pos_offset))
+        finished = _finished(text, stoplist)
+        if finished is not None:
+            tokens.append((finished, start, end, pos_offset))
     if len(_WORD_CACHE) >= _WORD_CACHE_SIZE:
         _WORD_CACHE.clear()
     found = _WORD_CACHE[key] = (tuple(tokens), width)
@@ -220,12 +227,12 @@ def document_tokens(analyzer, text: str) -> list[tuple[str, int, int, int]] | No
     tokenizer = items[0]
     rest = [type(item) for item in items[1:]]
     if rest == [LowercaseFilter]:
-        prose, stoplist = False, frozenset()
+        stoplist = None
     elif rest == [LowercaseFilter, StopFilter, PlainWordStemFilter]:
         stop = items[2]
         if stop.renumber or stop.min != 1 or stop.max is not None:
             return None
-        prose, stoplist = True, stop.stops
+        stoplist = stop.stops
     else:
         return None
     out = []
@@ -235,16 +242,12 @@ def document_tokens(analyzer, text: str) -> list[tuple[str, int, int, int]] | No
         if match.lastgroup == "cjk":
             run = match.group()
             for token, offset, pos_offset in tokenizer._cjk_tokens(run, False):
-                token = token.lower()
-                if prose:
-                    if token in stoplist:
-                        continue
-                    if _PLAIN_WORD.match(token):
-                        token = stem_word(token)
-                out.append((token, pos + pos_offset, at + offset, at + offset + len(token)))
+                finished = _finished(token, stoplist)
+                if finished is not None:
+                    out.append((finished, pos + pos_offset, at + offset, at + offset + len(token)))
             pos += len(run)
             continue
-        tokens, width = _word_tokens(tokenizer, match.group(), prose, stoplist)
+        tokens, width = _word_tokens(match.group(), stoplist)
         for token, start, end, pos_offset in tokens:
             out.append((token, pos + pos_offset, at + start, at + end))
         pos += width
