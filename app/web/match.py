@@ -104,9 +104,11 @@ async def _work_out(request: Request, text: str, record: bool) -> Answer:
 )
 async def match_api(request: Request) -> Answer:
     settings = request.app.state.settings  # not a dependency: a bot's repeated paste is hot
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await read_limited_body(request, paste_body_limit(content_type, settings))
-    text = paste_text(body, content_type, settings)
+    text = getattr(request.state, "paste_text", None)  # read already by `PasteShortcut`
+    if text is None:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        body = await read_limited_body(request, paste_body_limit(content_type, settings))
+        text = paste_text(body, content_type, settings)
     # Encoded once per kept answer: a paste answered from memory costs no encoding either.
     return Response((await _answer(request, text)).json(), media_type="application/json")
 
@@ -193,13 +195,14 @@ class PasteShortcut:
             size += len(chunks[-1])
             more = message.get("more_body", False)
         kept = None
-        if not more:
+        if not more and size <= limit:  # past the limit, the route answers 413
             try:
                 text = paste_text(b"".join(chunks), content_type.decode("latin-1"), settings)
             except HTTPException:
                 text = None
             if text is not None:
                 kept = state.answers.get(AnswerCache.key(text, await current_mark(state)))
+                scope.setdefault("state", {})["paste_text"] = text  # the route need not read it
         if kept is None or self._route is None:
             await self.app(scope, _replay(chunks, receive, None, more), send)
             self._route = self._route or scope.get("route")
