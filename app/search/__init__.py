@@ -389,7 +389,7 @@ class SearchService:
 
         Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
         stem with its last letter changed aside) of the words they come from, so the text is
-        searched with one regular expression, never analyzed (`mark_terms`).
+        searched for them with `str.find`, never analyzed (`mark_terms`).
         """
         for fieldname in HIGHLIGHT_FIELDS:
             text = hit.get(fieldname)
