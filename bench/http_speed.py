@@ -10,8 +10,10 @@ asyncio client keeps a fixed number of keep-alive connections busy for a fixed t
 Rows take turns over several rounds; each row's req/s and latencies are the median round's.
 
 Rows: the bare endpoint, and a bare POST that reads and parses the same 5 KB JSON body as the
-match rows (what the framework costs for that request shape); `/api/v1/search` with a new query on every request (cold) and with one
-query (repeated); the search page; an entry page and its JSON; `POST /api/v1/match` with a 5 KB
+match rows (what the framework costs for that request shape); `/api/v1/search` with a new query
+on every request (cold) and with one query (repeated); the floor under any cold search here: the
+bare app running tantivy on the same new queries over the entries' raw text with nothing of
+ours (no analysis, highlights, facets or did-you-mean), in a thread and on the event loop; the search page; an entry page and its JSON; `POST /api/v1/match` with a 5 KB
 traceback, the same one (repeated: answered from memory) and a new one each time (its frames'
 line numbers change). Every answer must be 200, or the run stops.
 """
@@ -51,6 +53,26 @@ def bare_app():
     async def hello() -> dict:
         return {"status": "ok", "entries": 148}
 
+    searcher = _floor_searcher()
+
+    def raw_search(q: str) -> dict:
+        # The least a search over tantivy can cost here: one parsed query, ten ids and titles;
+        # no analysis of ours, no highlights, facets or did-you-mean.
+        query = searcher.index.parse_query(q, ["title", "body"])
+        hits = searcher.searcher.search(query, 10).hits
+        docs = [searcher.searcher.doc(address) for _, address in hits]
+        return {"hits": [{"id": d["id"][0], "title": d["title"][0]} for d in docs]}
+
+    @app.get("/floor")
+    def floor(q: str) -> dict:
+        # In a thread, as a search must run so that it never blocks the event loop.
+        return raw_search(q)
+
+    @app.get("/floor-inline")
+    async def floor_inline(q: str) -> dict:
+        # On the event loop itself: what the thread hand-off costs, for comparison only.
+        return raw_search(q)
+
     @app.post("/echo")
     async def echo(request: Request) -> dict:
         # The same request shape as a paste: a 5 KB JSON body, read and parsed.
@@ -58,6 +80,33 @@ def bare_app():
         return {"status": "ok", "length": len(body.get("text", ""))}
 
     return app
+
+
+@dataclass
+class FloorSearcher:
+    index: object
+    searcher: object
+
+
+def _floor_searcher() -> FloorSearcher:
+    """A tantivy index of the entries' titles and bodies, in memory, with tantivy's own analyzer."""
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("body", tokenizer_name="en_stem")
+    index = tantivy.Index(builder.build())
+    writer = index.writer()
+    for path in sorted((ROOT / "content").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        title = re.search(r"^title: (.*)$", text, re.M)
+        writer.add_document(
+            tantivy.Document(id=path.stem, title=title.group(1) if title else "", body=text)
+        )
+    writer.commit()
+    index.reload()
+    return FloorSearcher(index, index.searcher())
 
 
 def _free_port() -> int:
@@ -229,6 +278,16 @@ def main() -> None:
                 lambda: _request("POST", "/echo", match_body, "application/json"),
             ),
             ("GET /api/v1/search (cold)", app_port, lambda: next(cold)),
+            (
+                "bare FastAPI + raw tantivy (cold)",
+                bare_port,
+                lambda: next(cold).replace(b"/api/v1/search", b"/floor", 1),
+            ),
+            (
+                "  same, on the event loop",
+                bare_port,
+                lambda: next(cold).replace(b"/api/v1/search", b"/floor-inline", 1),
+            ),
             (
                 "GET /api/v1/search (repeated)",
                 app_port,
