@@ -152,9 +152,44 @@ def _clean(text: str) -> str:
         text = text.replace('\\"', '"').replace("\\'", "'")
     lines = [_cut(line) for line in text.split("\n") if not _FENCE.match(line)]
     text = "\n".join(lines)
+    if _FLAT_HEADER.search(text):
+        text = "\n".join(_unflatten(line) for line in text.split("\n"))
     if text.count("`") == 2 and (ticked := _TICKED.match(text)):
         text = ticked.group("body")
     return text
+
+
+# A traceback whose line breaks were lost (copied from a page that flattened it): the header and
+# every frame on one line. `_unflatten` puts each frame, its code and the final exception back on
+# lines of their own.
+_FLAT_HEADER = re.compile(r'Traceback \(most recent call last\):[ \t]*(?=File ")')
+_FLAT_FRAME = re.compile(
+    r'[ \t]*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+?)(?=\s|File "|$)[ \t]*'
+)
+_FLAT_EXCEPTION = re.compile(
+    r"(?:^|\s)(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)"
+    r"|StopIteration)(?=:\s|:?\s*$)"
+)
+
+
+def _unflatten(line: str) -> str:
+    header = _FLAT_HEADER.search(line)
+    if header is None:
+        return line
+    out = [line[: header.start()].rstrip(), "Traceback (most recent call last):"]
+    frames = list(_FLAT_FRAME.finditer(line, header.end()))
+    for index, frame in enumerate(frames):
+        end = frames[index + 1].start() if index + 1 < len(frames) else len(line)
+        out.append(f'  File "{frame["file"]}", line {frame["line"]}, in {frame["func"]}')
+        rest = line[frame.end() : end].strip()
+        if index + 1 == len(frames) and (raised := _FLAT_EXCEPTION.search(rest)):
+            # The last code line runs into the exception: `raise StopIteration StopIteration`.
+            rest, final = rest[: raised.start()].strip(), rest[raised.start("exception") :]
+            out.extend([f"    {rest}"] if rest else [])
+            out.append(final)
+        elif rest:
+            out.append(f"    {rest}")
+    return "\n".join(part for part in out if part)
 
 
 def _cut(line: str) -> str:
@@ -269,10 +304,10 @@ _EXCEPTION = re.compile(
 )
 # An exception quoted inside a line of prose, a numbered list or a repr, when the paste has no
 # exception line of its own: `I get RuntimeError: CUDA out of memory when ...`, `1. KeyError: 'x'`,
-# `RuntimeError('Error(s) in loading state_dict ...')`.
+# `RuntimeError('Error(s) in loading state_dict ...')`, `RuntimeError:Cudnn RNN ...` (no space).
 _QUOTED_EXCEPTION = re.compile(
     r"(?:^|[\s`'\"(:>*])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
-    r"(?::\s+|\((?P<quote>['\"]))(?P<message>\S.*)$"
+    r"(?::\s+|:(?=[A-Z])|\((?P<quote>['\"]))(?P<message>\S.*)$"
 )
 _QUOTED_END = re.compile(r"[`'\"]\)?[.,;:]?\s*$")
 # Lines that go on with a message after a blank line: DDP's list of parameters without grad.

@@ -222,3 +222,37 @@ def test_parser_stays_fast_on_hostile_megabyte_inputs(chunk):
     started = time.perf_counter()
     parse_traceback(text)
     assert time.perf_counter() - started < 10  # linear: a 1 MB paste of any shape, in seconds
+
+
+def test_a_traceback_flattened_onto_one_line_gets_its_lines_back():
+    flat = (
+        'Traceback (most recent call last): File "train.py", line 178, in <module> train() '
+        'File "train.py", line 134, in train images, targets = next(batch_iterator) '
+        'File "/env/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 1058, '
+        "in _next_data raise StopIteration StopIteration"
+    )
+    final = parse_traceback(flat).final
+    assert (final.type, final.message) == ("StopIteration", "")
+    assert [(f.file, f.function) for f in final.frames] == [
+        ("train.py", "<module>"),
+        ("train.py", "train"),
+        ("/env/lib/python3.6/site-packages/torch/utils/data/dataloader.py", "_next_data"),
+    ]
+    assert final.frames[1].code == "images, targets = next(batch_iterator)"
+    glued = (
+        'Loss 0.3 Traceback (most recent call last): File "m.py", line 9, in forward '
+        "return self.fc(x) RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)"
+    )
+    final = parse_traceback(glued).final
+    assert final.type == "RuntimeError"
+    assert final.message == "mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)"
+    assert final.frames[0].code == "return self.fc(x)"
+
+
+def test_an_exception_quoted_without_a_space_after_its_colon():
+    prose = 'Call model.train() again to fix "RuntimeError:Cudnn RNN backward can only be called in training mode." error.'
+    final = parse_traceback(prose).final
+    assert final.type == "RuntimeError"
+    assert final.message.startswith("Cudnn RNN backward can only be called in training mode")
+    # Lower case after the colon is a word in a sentence, not a message.
+    assert parse_traceback("see the KeyError:not a message here").exceptions == []
