@@ -169,6 +169,7 @@ _EXCEPTION_SUFFIXES = (
     "Interrupt",
     "Failure",
     "Fault",
+    "Iteration",  # StopIteration, StopAsyncIteration
 )
 
 
