@@ -323,3 +323,45 @@ def test_saved_entries_give_the_same_index_and_damaged_files_are_ignored(tmp_pat
         path.write_bytes(damage)
         assert read_saved_documents(path) == {}
     assert read_saved_documents(tmp_path / "missing") == {}
+
+
+# ---- retyped messages and bare StopIteration ---------------------------------------------------
+
+
+def test_a_message_retyped_with_other_capitals_is_matched_by_its_signature(matcher):
+    retyped = "RuntimeError: CUDNN rnn Backward can only be called in Training Mode"
+    result = matcher.match(parse_traceback(retyped))
+    (best, *_) = result.matches
+    assert (best.entry_id, best.tier) == ("cudnn-rnn-backward-eval", "signature")
+    as_written = matcher.match(
+        parse_traceback(
+            retyped.replace("CUDNN rnn Backward", "cudnn RNN backward").replace(
+                "Training Mode", "training mode"
+            )
+        )
+    )
+    # Found only with case ignored, it counts for less than the same message as PyTorch prints it.
+    assert best.confidence < as_written.matches[0].confidence
+    # Case ignored is still the whole pattern: a few of its words in capitals are not a match.
+    assert top(matcher, "RuntimeError: CUDNN RNN failed in Training") != (
+        "cudnn-rnn-backward-eval",
+        "signature",
+    )
+
+
+def test_a_bare_stop_iteration_is_explained_by_its_frames(matcher):
+    from_loader = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 40, in <module>\n'
+        "    images, labels = next(loader_iter)\n"
+        '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 633, in __next__\n'
+        "    data = self._next_data()\n"
+        '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 676, in _next_data\n'
+        "    index = self._next_index()  # may raise StopIteration\n"
+        "StopIteration\n"
+    )
+    assert top(matcher, from_loader) == ("dataloader-iterate-restart", "signature")
+    # The same exception from the user's own generator says nothing about a DataLoader.
+    own = 'Traceback (most recent call last):\n  File "gen.py", line 3, in <module>\n    next(numbers)\nStopIteration\n'
+    assert top(matcher, own)[1] != "signature"
+    assert top(matcher, "StopIteration")[1] != "signature"

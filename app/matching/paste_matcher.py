@@ -17,6 +17,7 @@ from app.matching.signature_tier import (
     SignatureMatcher,
     SignatureRecord,
     known_matches,
+    match_caseless,
     match_paste,
 )
 from app.tracebacks import ParsedPaste
@@ -140,6 +141,14 @@ class PasteMatcher:
             for c in self.likely.candidates(query, weak_hits=weak, limit=CANDIDATES + len(vetoed))
             if c.entry_id not in vetoed
         ][:CANDIDATES]
+        # A message retyped with other capitals or spacing: the candidates' own signatures,
+        # case ignored, before any guess.
+        caseless = known_matches(
+            match_caseless(self.signatures, parsed, [c.entry_id for c in candidates], vetoed)
+        )
+        if caseless:
+            matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in caseless]
+            return PasteMatches(matches, [], query, candidates)
         for candidate in candidates:
             candidate.confidence = self.model.confidence(candidate.features)
         candidates.sort(key=lambda c: c.confidence, reverse=True)

@@ -34,6 +34,9 @@ KNOWN_MATCH_THRESHOLD = 0.5
 # Patterns shorter than this (in literal characters) need an agreeing exception type: a bare
 # `2` (SystemExit) or `invalid syntax` must not claim any error that happens to say so.
 GENERIC_PATTERN_CHARS = 20
+# A signature found only with case ignored (a retyped message) counts for this share of the same
+# match found as written.
+CASELESS_FACTOR = 0.9
 _SENTINEL = r"\A"
 _SPACES = re.compile(r"\s+")
 
@@ -187,6 +190,8 @@ class SignatureMatcher:
                 ) from exc
             self._chunks.append(chunk.placed(position))
         self.fallbacks = 0  # how often a set failed at match time and patterns ran one by one
+        self._caseless: dict[int, object] = {}  # index -> the pattern with case ignored
+        self._by_entry: dict[str, list[int]] | None = None
         with _donors_lock:
             _donors.add(self)
 
@@ -209,6 +214,23 @@ class SignatureMatcher:
             found.extend(i for j in result if j and (i := chunk.indices[j - 1]) >= 0)
         found.sort()  # the matcher's order, however its sets were put together
         return found
+
+    def indices_of(self, entry_ids: Iterable[str]) -> list[int]:
+        """The positions of these entries' signatures."""
+        if self._by_entry is None:
+            by_entry: dict[str, list[int]] = {}
+            for index, record in enumerate(self._records):
+                by_entry.setdefault(record.entry_id, []).append(index)
+            self._by_entry = by_entry
+        return [i for entry_id in entry_ids for i in self._by_entry.get(entry_id, ())]
+
+    def caseless(self, index: int):
+        """The signature's pattern with case ignored, compiled the first time it is asked for."""
+        regex = self._caseless.get(index)
+        if regex is None:
+            regex = compile_pattern("(?i)" + self._records[index].message)
+            self._caseless[index] = regex
+        return regex
 
     def frame_matches(self, index: int, files: Sequence[str]) -> bool | None:
         """True/False when the signature has a frame condition and frames are known."""
@@ -374,6 +396,56 @@ def match_paste(
     return sorted(best.values(), key=lambda m: (m.confidence, m.hit.specificity), reverse=True)
 
 
+def match_caseless(
+    matcher: SignatureMatcher,
+    parsed: ParsedPaste,
+    entry_ids: Sequence[str],
+    vetoed: set[str] | None = None,
+) -> list[PitfallMatch]:
+    """The signatures of a few entries, with case ignored, one entry per match, best first.
+
+    For a message retyped by hand or from a screenshot (`Cudnn RNN backward …`, `scaLar type
+    Long`), when no signature matched it as written. Only the likely tier's candidates are
+    tried, so this costs a handful of searches, and a match counts for a little less than one
+    found as written (`CASELESS_FACTOR`).
+    """
+    best: dict[str, PitfallMatch] = {}
+    indices = matcher.indices_of(entry_ids)
+    subjects = [*_subjects(parsed), ("text", None, None, parsed.text, [])]
+    for role, index, actual_type, message, files in subjects:
+        for text in dict.fromkeys([message, _SPACES.sub(" ", message)]):
+            for i in indices:
+                record = matcher.records[i]
+                if role == "text" and record.frame:
+                    continue  # a frame condition needs an exception's frames
+                found = matcher.caseless(i).search(text)
+                if found is None:
+                    continue
+                hit = SignatureHit(
+                    signature=record,
+                    index=i,
+                    span=found.span(),
+                    captures={k: v for k, v in found.groupdict().items() if v is not None},
+                    type_agrees=exception_agrees(record.exception, actual_type),
+                    specificity=matcher._specificity[i],
+                )
+                confidence = _score_hit(matcher, hit, role, actual_type, files, parsed.text, vetoed)
+                if confidence is None:
+                    continue
+                confidence = round(confidence * CASELESS_FACTOR, 3)
+                current = best.get(record.entry_id)
+                if current is None or confidence > current.confidence:
+                    subject = (
+                        text[max(0, text.rfind("\n", 0, hit.span[0]) + 1) :].split("\n", 1)[0]
+                        if role == "text"
+                        else f"{actual_type}: {message.splitlines()[0] if message else ''}"
+                    )
+                    best[record.entry_id] = PitfallMatch(
+                        record.entry_id, confidence, hit, role, index, subject.strip(), text
+                    )
+    return sorted(best.values(), key=lambda m: (m.confidence, m.hit.specificity), reverse=True)
+
+
 def known_matches(matches: Sequence[PitfallMatch]) -> list[PitfallMatch]:
     return [m for m in matches if m.confidence >= KNOWN_MATCH_THRESHOLD]
 
@@ -386,5 +458,6 @@ __all__ = [
     "SignatureMatcher",
     "SignatureRecord",
     "known_matches",
+    "match_caseless",
     "match_paste",
 ]
