@@ -27,6 +27,8 @@ from app.search.index import ENGINES  # noqa: E402
 from app.settings import load_settings  # noqa: E402
 
 QUESTIONS = ROOT / "tests" / "data" / "queries" / "questions.json"
+# A second reader's labels, given blind (without the first label or any search result).
+SECOND_READER = ROOT / "tests" / "data" / "queries" / "second-reader.json"
 
 
 def half_of(source: str) -> str:
@@ -82,12 +84,49 @@ def main() -> None:
         found = sum(1 for _, rank in group if rank) / len(group)
         print(f"{name:14} {len(group):4} {top1:7.1%} {mrr:7.3f} {found:10.1%}")
     print(f"{elapsed / len(rows) * 1000:.1f} ms per question")
+    _second_reader(rows)
     if args.show_misses:
         for q, rank in rows:
             if rank != 1 and (args.half is None or half_of(q["source"]) == args.half):
                 print(f"  [{rank or '-'}] {q['query']!r} -> {q['expected']} (got {q['got']})")
     search.close()
     engine.dispose()
+
+
+def _second_reader(rows) -> None:
+    """How often a blind second reader chose the same entry, and top-1 when either label counts.
+
+    If the misses were questions that two entries answer equally, counting the second reader's
+    answers would raise top-1; if it does not, the misses are the search's own."""
+    if not SECOND_READER.exists():
+        return
+    second = {
+        (r["query"], r["source"]): set(r["answers"])
+        for r in json.loads(SECOND_READER.read_text(encoding="utf-8"))
+    }
+    print("second reader (blind):")
+    print(f"{'':14} {'n':>4} {'agree':>7} {'top-1, either label':>20}")
+    for lang in ("en", "zh"):
+        for half in "AB":
+            group = [
+                q
+                for q, _ in rows
+                if q["lang"] == lang
+                and half_of(q["source"]) == half
+                and (q["query"], q["source"]) in second
+            ]
+            if not group:
+                continue
+            agree = sum(q["expected"] in second[(q["query"], q["source"])] for q in group)
+            either = sum(
+                bool(q["got"])
+                and q["got"][0] in {q["expected"], *second[(q["query"], q["source"])]}
+                for q in group
+            )
+            print(
+                f"{f'{lang}, half {half}':14} {len(group):4} {agree / len(group):7.1%} "
+                f"{either / len(group):20.1%}"
+            )
 
 
 if __name__ == "__main__":
