@@ -349,6 +349,14 @@ def test_a_message_retyped_with_other_capitals_is_matched_by_its_signature(match
     )
 
 
+def test_an_exception_type_retyped_in_lower_case_counts_as_the_type(matcher):
+    retyped = "训练时报错\n\nruntimeerror:the size of tensor a (208) must match the size of tensor b (416) at non-singleton dimension 3"
+    assert top(matcher, retyped) == ("broadcast-size-mismatch", "signature")
+    # Another type before the same words is not the signature's exception.
+    other = retyped.replace("runtimeerror", "valueerror")
+    assert top(matcher, other)[1] != "signature"
+
+
 def test_a_bare_stop_iteration_is_explained_by_its_frames(matcher):
     from_loader = (
         "Traceback (most recent call last):\n"

@@ -37,6 +37,8 @@ GENERIC_PATTERN_CHARS = 20
 # A signature found only with case ignored (a retyped message) counts for this share of the same
 # match found as written.
 CASELESS_FACTOR = 0.9
+# An exception type typed just before a message, in any case: `runtimeerror: the size of …`.
+_TYPE_BEFORE = re.compile(r"(?i)(?P<type>[a-z_]\w*(?:error|exception|warning))\s*:\s*\Z")
 _SENTINEL = r"\A"
 _SPACES = re.compile(r"\s+")
 
@@ -421,15 +423,25 @@ def match_caseless(
                 found = matcher.caseless(i).search(text)
                 if found is None:
                     continue
+                hit_role, hit_type = role, actual_type
+                if role == "text" and record.exception:
+                    # `runtimeerror:the size of tensor a …`: the type retyped too.
+                    line_start = text.rfind("\n", 0, found.start()) + 1
+                    typed = _TYPE_BEFORE.search(text, line_start, found.start())
+                    named = record.exception.rsplit(".", 1)[-1].lower()
+                    if typed and typed["type"].rsplit(".", 1)[-1].lower() == named:
+                        hit_role, hit_type = "final", record.exception
                 hit = SignatureHit(
                     signature=record,
                     index=i,
                     span=found.span(),
                     captures={k: v for k, v in found.groupdict().items() if v is not None},
-                    type_agrees=exception_agrees(record.exception, actual_type),
+                    type_agrees=exception_agrees(record.exception, hit_type),
                     specificity=matcher._specificity[i],
                 )
-                confidence = _score_hit(matcher, hit, role, actual_type, files, parsed.text, vetoed)
+                confidence = _score_hit(
+                    matcher, hit, hit_role, hit_type, files, parsed.text, vetoed
+                )
                 if confidence is None:
                     continue
                 confidence = round(confidence * CASELESS_FACTOR, 3)
@@ -441,7 +453,7 @@ def match_caseless(
                         else f"{actual_type}: {message.splitlines()[0] if message else ''}"
                     )
                     best[record.entry_id] = PitfallMatch(
-                        record.entry_id, confidence, hit, role, index, subject.strip(), text
+                        record.entry_id, confidence, hit, hit_role, index, subject.strip(), text
                     )
     return sorted(best.values(), key=lambda m: (m.confidence, m.hit.specificity), reverse=True)
 
