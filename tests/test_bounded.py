@@ -4,6 +4,7 @@ import asyncio
 import json
 import logging
 import time
+import urllib.parse
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from app.budget import Budget, BudgetExceeded
 from app.settings import load_settings
 from app.tracebacks import parse_traceback
+from app.web.limits import form_fields_of, unquote_form_value
 from tests.conftest import REPO_CONTENT
 
 
@@ -240,3 +242,23 @@ def test_a_lone_surrogate_in_an_entry_is_a_400_and_nothing_is_saved(make_setting
         with Session(engine) as session:
             assert storage.get_entry(session, "lone-surrogate") is None
         engine.dispose()
+
+
+# ---- form bodies ---------------------------------------------------------------------------------
+
+_FORM_ALPHABET = st.sampled_from([*"%+&=abcXYZ019fF\\x ", "%4", "%E4%B8%AD", "%zz", "%%"])
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_a_form_value_decodes_as_the_standard_library_decodes_it(text):
+    body = urllib.parse.urlencode({"text": text, "empty": ""}).encode()
+    assert form_fields_of(body) == {"text": text, "empty": ""}
+
+
+@given(st.lists(_FORM_ALPHABET, max_size=60).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_any_ascii_form_body_reads_as_parse_qs_reads_it(body):
+    expected = {k: v[0] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
+    assert form_fields_of(body.encode()) == expected
+    assert unquote_form_value(body.encode()) == urllib.parse.unquote_plus(body)

@@ -98,6 +98,26 @@ def test_the_form_takes_what_the_api_takes(bounded_server):
     assert api[1] == 200
 
 
+_CHINESE_FORM = urllib.parse.urlencode(
+    {"text": "RuntimeError: CUDA out of memory. " + "显" * 333_000}
+).encode()
+# Escapes broken up by lone percent signs and backslashes: no fast path for whole runs.
+_RAGGED_FORM = b"text=" + b"%zz%41\\x%5C" * 120_000  # 960 KB once decoded
+
+
+@pytest.mark.parametrize("path", ["/match", "/api/v1/match"])
+@pytest.mark.parametrize("body", [_CHINESE_FORM, _RAGGED_FORM], ids=["chinese", "ragged"])
+def test_a_form_paste_at_the_size_limit_does_not_stall_the_event_loop(bounded_server, path, body):
+    """About three million bytes of percent-encoding: the standard library's decoder takes a
+    third of a second over it, in Python, which the event loop must not wait for."""
+    base, _ = bounded_server
+    (_, status, answer), slowest_health = _with_health_watch(
+        base, _post(base + path, body, "application/x-www-form-urlencoded")
+    )
+    assert status in (200, 503), answer[:500]
+    assert slowest_health < 0.1, f"health took {slowest_health * 1000:.0f} ms during {path}"
+
+
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_a_crafted_query_is_answered_within_a_second_while_health_answers(bounded_server, name):
     base, _ = bounded_server

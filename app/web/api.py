@@ -27,7 +27,7 @@ from app.search import SearchService
 from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE, Editor, check_csrf, get_principal, read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
-from app.web.limits import read_write_body
+from app.web.limits import decoded, read_write_body
 from app.web.paths import site_path
 from app.wiki import (
     ChangeOut,
@@ -268,7 +268,7 @@ async def read_json(request: Request, model: type[BaseModel]):
             422, f"The body is empty; send a JSON object with {_required_fields(model)}."
         )
     try:
-        payload = json.loads(body)
+        payload = await decoded(len(body), json.loads, body)
     except ValueError:
         raise HTTPException(400, "The body is not valid JSON.") from None
     if not isinstance(payload, dict):

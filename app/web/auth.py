@@ -17,7 +17,7 @@ import secrets
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Annotated
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -38,7 +38,7 @@ from app.accounts import (
 )
 from app.models import User
 from app.settings import Settings
-from app.web.limits import read_write_body
+from app.web.limits import decoded, form_fields_of, read_write_body
 
 SESSION_COOKIE = "pitfalls_session"
 CSRF_FIELD = "csrf_token"
@@ -163,8 +163,7 @@ async def form_fields(request: Request) -> dict[str, str]:
     fields: dict[str, str] = {}
     if content_type == "application/x-www-form-urlencoded":
         body = await read_write_body(request, "form")
-        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
-        fields = {name: values[0] for name, values in parsed.items()}
+        fields = await decoded(len(body), form_fields_of, body)
     request.state.form = fields
     return fields
 

@@ -1,7 +1,6 @@
 """Paste a traceback: the /match page and its JSON twin, POST /api/v1/match."""
 
 import json
-from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
@@ -19,7 +18,13 @@ from app.web.auth import check_csrf, form_fields, read_access
 from app.web.caching import AnswerCache, KeptAnswer, current_mark, is_anonymous
 from app.web.deps import SettingsDep
 from app.web.headers import SECURITY_HEADER_LIST
-from app.web.limits import BODY_OVERHEAD_BYTES, PASTE_TOO_LARGE, read_limited_body
+from app.web.limits import (
+    BODY_OVERHEAD_BYTES,
+    PASTE_TOO_LARGE,
+    decoded,
+    form_fields_of,
+    read_limited_body,
+)
 from app.web.offload import run_within_budget
 from app.web.pages import render
 from app.web.paths import see_other, site_path
@@ -108,7 +113,7 @@ async def match_api(request: Request) -> Answer:
     if text is None:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         body = await read_limited_body(request, paste_body_limit(content_type, settings))
-        text = paste_text(body, content_type, settings)
+        text = await decoded(len(body), paste_text, body, content_type, settings)
     # Encoded once per kept answer: a paste answered from memory costs no encoding either.
     return Response((await _answer(request, text)).json(), media_type="application/json")
 
@@ -140,7 +145,7 @@ def paste_text(body: bytes, content_type: str, settings) -> str:
             raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
         return text
     if content_type == "application/x-www-form-urlencoded":
-        text = parse_qs(_decode(body), keep_blank_values=True).get("text", [""])[0]
+        text = form_fields_of(body).get("text", "")
         if len(text.encode("utf-8", "surrogatepass")) > settings.max_paste_bytes:
             raise HTTPException(413, PASTE_TOO_LARGE.format(limit=settings.max_paste_bytes))
         if not text.strip():
@@ -197,7 +202,9 @@ class PasteShortcut:
         kept = None
         if not more and size <= limit:  # past the limit, the route answers 413
             try:
-                text = paste_text(b"".join(chunks), content_type.decode("latin-1"), settings)
+                text = await decoded(
+                    size, paste_text, b"".join(chunks), content_type.decode("latin-1"), settings
+                )
             except HTTPException:
                 text = None
             if text is not None:
