@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import re2
 
+from app.budget import check_budget
 from app.signatures import (
     PatternError,
     compile_pattern,
@@ -227,12 +228,14 @@ class SignatureMatcher:
         return [i for entry_id in entry_ids for i in self._by_entry.get(entry_id, ())]
 
     def caseless(self, index: int):
-        """The signature's pattern with case ignored, compiled the first time it is asked for."""
-        regex = self._caseless.get(index)
-        if regex is None:
-            regex = compile_pattern("(?i)" + self._records[index].message)
-            self._caseless[index] = regex
-        return regex
+        """The signature's pattern with case ignored, compiled the first time it is asked for
+        (None if it does not compile so)."""
+        if index not in self._caseless:
+            try:
+                self._caseless[index] = compile_pattern("(?i)" + self._records[index].message)
+            except PatternError:
+                self._caseless[index] = None
+        return self._caseless[index]
 
     def frame_matches(self, index: int, files: Sequence[str]) -> bool | None:
         """True/False when the signature has a frame condition and frames are known."""
@@ -416,11 +419,13 @@ def match_caseless(
     subjects = [*_subjects(parsed), ("text", None, None, parsed.text, [])]
     for role, index, actual_type, message, files in subjects:
         for text in dict.fromkeys([message, _SPACES.sub(" ", message)]):
+            check_budget()
             for i in indices:
                 record = matcher.records[i]
                 if role == "text" and record.frame:
                     continue  # a frame condition needs an exception's frames
-                found = matcher.caseless(i).search(text)
+                regex = matcher.caseless(i)
+                found = regex.search(text) if regex is not None else None
                 if found is None:
                     continue
                 hit_role, hit_type = role, actual_type
