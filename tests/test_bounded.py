@@ -58,6 +58,10 @@ PIECES = [
     "E   ",
     "[rank0]: ",
     "2024-01-01 00:00:00 ",
+    "Traceback (most recent call last): ",
+    'File "',
+    "a.",
+    "RuntimeError ",
 ]
 
 
@@ -77,7 +81,15 @@ def _parse_seconds(text: str) -> float:
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(
-    prefix=st.sampled_from(["", 'File "a.py", line 1, in f', "ValueError: ", "[W] Warning: "]),
+    prefix=st.sampled_from(
+        [
+            "",
+            'File "a.py", line 1, in f',
+            "ValueError: ",
+            "[W] Warning: ",
+            'Traceback (most recent call last): File "a.py", line 1, in f ',  # flattened
+        ]
+    ),
     unit=st.lists(st.sampled_from(PIECES), min_size=1, max_size=3).map("".join),
     suffix=st.sampled_from(["", "x", ")", "\n"]),
 )
@@ -85,6 +97,10 @@ def _parse_seconds(text: str) -> float:
 @example(prefix="", unit="<http://", suffix="")
 @example(prefix="[W] Warning: ", unit="x (function ", suffix="")
 @example(prefix="", unit="torch ", suffix="x")
+@example(
+    prefix='Traceback (most recent call last): File "a.py", line 1, in f ', unit="a.", suffix=""
+)
+@example(prefix="Traceback (most recent call last): ", unit='File "', suffix="")
 def test_doubling_an_adversarial_line_doubles_the_parse_time(prefix, unit, suffix):
     repeat = max(1, 16_000 // len(unit))
     once = _parse_seconds(prefix + unit * repeat + suffix)
