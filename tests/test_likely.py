@@ -374,3 +374,23 @@ def test_a_bare_stop_iteration_is_explained_by_its_frames(matcher):
     own = 'Traceback (most recent call last):\n  File "gen.py", line 3, in <module>\n    next(numbers)\nStopIteration\n'
     assert top(matcher, own)[1] != "signature"
     assert top(matcher, "StopIteration")[1] != "signature"
+
+
+def test_frames_after_a_progress_bar_still_propose_candidates(matcher):
+    """A paste cut before its error whose only other text is a progress bar: the frames are
+    what there is to go by."""
+    paste = (
+        "  0%|          | 0/153 [00:00<?, ?it/s]\n"
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        '  File "C:\\Python310\\lib\\multiprocessing\\spawn.py", line 116, in spawn_main\n'
+        "    exitcode = _main(fd, parent_sentinel)\n"
+        '  File "C:\\Python310\\lib\\multiprocessing\\spawn.py", line 287, in _fixup_main_from_path\n'
+        "    main_content = runpy.run_path(main_path,\n"
+        '  File "C:\\Python310\\lib\\runpy.py", line 289, in run_path\n'
+        "    return _run_module_code(code, init_globals, run_name,\n"
+        '  File "D:\\work\\train.py", line 65, in <module>\n'
+        "    for batch in loader:\n"
+    )
+    result = matcher.match(parse_traceback(paste))
+    assert result.candidates and result.candidates[0].entry_id == "spawn-main-guard"

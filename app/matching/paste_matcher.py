@@ -11,7 +11,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.matching.calibration import Model, load_model
-from app.matching.likely import CANDIDATES, Candidate, EntryText, LikelyIndex, Query, frame_text
+from app.matching.likely import (
+    CANDIDATES,
+    Candidate,
+    EntryText,
+    LikelyIndex,
+    Query,
+    frame_text,
+    tokens,
+)
 from app.matching.signature_tier import (
     PitfallMatch,
     SignatureMatcher,
@@ -84,7 +92,9 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
             if not _FRAME_LINE.match(line) and line.strip() not in code
         ]
         message = "\n".join(rest).strip()[-_TEXT_TAIL:]
-        return Query(message or frames, None, frames)
+        if not tokens(message):  # a progress bar, a prompt: no words to search for
+            message = frames
+        return Query(message, None, frames)
     return Query(text[-_TEXT_TAIL:], None)
 
 
