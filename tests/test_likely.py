@@ -394,3 +394,20 @@ def test_frames_after_a_progress_bar_still_propose_candidates(matcher):
     )
     result = matcher.match(parse_traceback(paste))
     assert result.candidates and result.candidates[0].entry_id == "spawn-main-guard"
+
+
+def test_a_warning_printed_before_a_cut_traceback_is_not_taken_for_the_error(matcher):
+    paste = (
+        "train.py:42: DeprecationWarning: The binary mode of fromstring is deprecated\n"
+        "  X = np.fromstring(data, dtype=np.uint8)\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 75, in <module>\n'
+        "    x = x.cuda()\n"
+    )
+    query = paste_query(parse_traceback(paste))
+    # Read as a cut traceback (its frames and whatever text is around), not as the warning.
+    assert query.exception_type is None and "x.cuda()" in query.frame_text
+    # A warning after the frames, or with no traceback at all, is still the error to read.
+    assert paste_query(parse_traceback(paste.split("Traceback")[0])).exception_type == (
+        "DeprecationWarning"
+    )

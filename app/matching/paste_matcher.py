@@ -60,6 +60,16 @@ class PasteMatches:
     candidates: list[Candidate] = field(default_factory=list)  # every one weighed, best first
 
 
+def _warning_before_cut_traceback(parsed: ParsedPaste) -> bool:
+    """A warning printed before a traceback that was cut off before its error: the warning was
+    earlier output (a deprecation notice), the traceback is what failed."""
+    if not parsed.trailing_frames:
+        return False
+    header = parsed.text.rfind("Traceback (most recent call")
+    at = parsed.text.rfind(parsed.warnings[-1].message[:200])
+    return header >= 0 and 0 <= at < header
+
+
 def paste_query(parsed: ParsedPaste) -> Query | None:
     """What the likely tier searches for: the error to explain, its type and its last frames."""
     final = parsed.final
@@ -72,7 +82,7 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
                     break
         message = (final.message or final.type)[:_MESSAGE_HEAD]
         return Query(message, final.type, frame_text(frames))
-    if parsed.warnings:
+    if parsed.warnings and not _warning_before_cut_traceback(parsed):
         warning = parsed.warnings[-1]
         # A C++ `[W …] Warning:` names no category: its type is unknown, not a disagreement
         # with every entry's exception.
