@@ -249,6 +249,18 @@ class SignatureMatcher:
         context = self._contexts[index]
         return context is None or context.search(text) is not None
 
+    def hit(self, index: int, found, exception_type: str | None) -> SignatureHit:
+        """The hit of signature `index` whose pattern found `found` in a message of that type."""
+        record = self._records[index]
+        return SignatureHit(
+            signature=record,
+            index=index,
+            span=found.span(),
+            captures={k: v for k, v in found.groupdict().items() if v is not None},
+            type_agrees=exception_agrees(record.exception, exception_type),
+            specificity=self._specificity[index],
+        )
+
     def match_message(self, message: str, exception_type: str | None = None) -> list[SignatureHit]:
         """Every signature whose pattern is found in `message`, best first."""
         hits = []
@@ -256,17 +268,7 @@ class SignatureMatcher:
             found = self._regexes[index].search(message)
             if found is None:
                 continue
-            record = self._records[index]
-            hits.append(
-                SignatureHit(
-                    signature=record,
-                    index=index,
-                    span=found.span(),
-                    captures={k: v for k, v in found.groupdict().items() if v is not None},
-                    type_agrees=exception_agrees(record.exception, exception_type),
-                    specificity=self._specificity[index],
-                )
-            )
+            hits.append(self.hit(index, found, exception_type))
         hits.sort(key=lambda hit: hit.rank, reverse=True)
         return hits
 
@@ -436,14 +438,7 @@ def match_caseless(
                     named = record.exception.rsplit(".", 1)[-1].lower()
                     if typed and typed["type"].rsplit(".", 1)[-1].lower() == named:
                         hit_role, hit_type = "final", record.exception
-                hit = SignatureHit(
-                    signature=record,
-                    index=i,
-                    span=found.span(),
-                    captures={k: v for k, v in found.groupdict().items() if v is not None},
-                    type_agrees=exception_agrees(record.exception, hit_type),
-                    specificity=matcher._specificity[i],
-                )
+                hit = matcher.hit(i, found, hit_type)
                 confidence = _score_hit(
                     matcher, hit, hit_role, hit_type, files, parsed.text, vetoed
                 )
