@@ -114,6 +114,22 @@ def test_match_page_works_without_javascript(real_client):
     assert "No known pitfall matches this error." in unknown.text
 
 
+def test_a_signature_that_matches_an_empty_message_is_shown_not_a_500(real_client):
+    """A bare `StopIteration` from a DataLoader is matched by a pattern for an empty message."""
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 134, in train\n'
+        "    images, targets = next(batch_iterator)\n"
+        '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 676, in _next_data\n'
+        "    index = self._next_index()\n"
+        "StopIteration\n"
+    )
+    page = real_client.post("/match", data={"text": paste})
+    assert page.status_code == 200
+    assert '<a href="/entries/dataloader-iterate-restart">' in page.text
+    assert "<code>StopIteration: </code>" in page.text
+
+
 def test_the_paste_is_not_stored(real_client, real_settings):
     marker = "UNIQUE_MARKER_7f3a9c"
     real_client.post("/api/v1/match", json={"text": MODULE_PREFIX + marker})
