@@ -278,3 +278,25 @@ def test_any_ascii_form_body_reads_as_parse_qs_reads_it(body):
     expected = {k: v[0] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
     assert form_fields_of(body.encode()) == expected
     assert unquote_form_value(body.encode()) == urllib.parse.unquote_plus(body)
+
+
+def test_a_retyped_message_after_a_long_word_is_matched_in_linear_time():
+    """The case-ignoring pass looks for a retyped exception type just before its match; over a
+    line of word characters that look-back must not start again from every position."""
+    from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+    from app.matching.paste_matcher import PasteMatcher
+
+    docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
+    matcher = PasteMatcher.build(signature_records(docs), entry_texts(docs))
+
+    def seconds(n: int) -> float:
+        paste = "a" * n + ": CUDNN rnn Backward can only be called in Training Mode"
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            matcher.match(parse_traceback(paste))
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    once, twice = seconds(8_000), seconds(16_000)
+    assert twice < 3.0 * max(once, 0.005), (once, twice)

@@ -40,6 +40,7 @@ GENERIC_PATTERN_CHARS = 20
 CASELESS_FACTOR = 0.9
 # An exception type typed just before a message, in any case: `runtimeerror: the size of …`.
 _TYPE_BEFORE = re.compile(r"(?i)(?P<type>[a-z_]\w*(?:error|exception|warning))\s*:\s*\Z")
+_TYPE_BEFORE_CHARS = 80
 _SENTINEL = r"\A"
 _SPACES = re.compile(r"\s+")
 
@@ -434,7 +435,10 @@ def match_caseless(
                 if role == "text" and record.exception:
                     # `runtimeerror:the size of tensor a …`: the type retyped too.
                     line_start = text.rfind("\n", 0, found.start()) + 1
-                    typed = _TYPE_BEFORE.search(text, line_start, found.start())
+                    # Only the few characters a type name takes: over a whole line of word
+                    # characters the pattern would backtrack from every position (quadratic).
+                    window = max(line_start, found.start() - _TYPE_BEFORE_CHARS)
+                    typed = _TYPE_BEFORE.search(text, window, found.start())
                     named = record.exception.rsplit(".", 1)[-1].lower()
                     if typed and typed["type"].rsplit(".", 1)[-1].lower() == named:
                         hit_role, hit_type = "final", record.exception
