@@ -20,7 +20,6 @@ SECURITY_HEADER_LIST = [
     (name.lower().encode("latin-1"), value.encode("latin-1"))
     for name, value in SECURITY_HEADERS.items()
 ]
-_RAW = SECURITY_HEADER_LIST
 
 
 def add_security_headers(response: Response, path: str = "") -> Response:
@@ -46,7 +45,9 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
-                headers += [(name, value) for name, value in _RAW if name not in present]
+                headers += [
+                    (name, value) for name, value in SECURITY_HEADER_LIST if name not in present
+                ]
                 message = {**message, "headers": headers}
             await send(message)
 

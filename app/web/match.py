@@ -135,7 +135,7 @@ def paste_text(body: bytes, content_type: str, settings) -> str:
         raise HTTPException(422, 'Send the paste as the body: JSON {"text": "..."} or plain text.')
     if content_type == "application/json":
         try:
-            payload = json.loads(body or b"null")
+            payload = json.loads(body)  # not empty: refused above
         except (ValueError, RecursionError):
             raise HTTPException(400, 'The body is not valid JSON; send {"text": "..."}.') from None
         if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
