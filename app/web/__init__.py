@@ -1,6 +1,7 @@
 """The FastAPI application factory: nothing is opened until `create_app` runs."""
 
 import contextlib
+import gc
 import os
 import sys
 from contextlib import asynccontextmanager
@@ -83,6 +84,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.matchers.current()
         with contextlib.suppress(IndexUnavailable):
             app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+        # What start-up built (imports, the matcher, the index's readers) lives as long as the
+        # process: kept out of the collector's full passes, which otherwise walk all of it,
+        # holding the GIL (130 ms at 150 entries), whenever enough new objects have piled up, so
+        # any request could stall every other for that long. Objects freed later by reference
+        # counting still go; cycles among them wait for the shutdown's unfreeze.
+        gc.collect()
+        gc.freeze()
 
         def follow_feed() -> None:
             app.state.search.expire()
@@ -100,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             follower.stop()
             app.state.search.close()
             engine.dispose()
+            gc.unfreeze()  # a process that starts apps again (tests) gets its memory back
 
     app = FastAPI(
         title="Pitfalls",
