@@ -29,6 +29,8 @@ from app.settings import load_settings  # noqa: E402
 QUESTIONS = ROOT / "tests" / "data" / "queries" / "questions.json"
 # A second reader's labels, given blind (without the first label or any search result).
 SECOND_READER = ROOT / "tests" / "data" / "queries" / "second-reader.json"
+# A third reader's labels from the title alone (no thread, no label, no search result).
+TITLE_READER = ROOT / "tests" / "data" / "queries" / "title-only-reader.json"
 
 
 def half_of(source: str) -> str:
@@ -85,6 +87,7 @@ def main() -> None:
         print(f"{name:14} {len(group):4} {top1:7.1%} {mrr:7.3f} {found:10.1%}")
     print(f"{elapsed / len(rows) * 1000:.1f} ms per question")
     _second_reader(rows)
+    _title_reader(rows)
     if args.show_misses:
         for q, rank in rows:
             if rank != 1 and (args.half is None or half_of(q["source"]) == args.half):
@@ -126,6 +129,38 @@ def _second_reader(rows) -> None:
             print(
                 f"{f'{lang}, half {half}':14} {len(group):4} {agree / len(group):7.1%} "
                 f"{either / len(group):20.1%}"
+            )
+
+
+def _title_reader(rows) -> None:
+    """What the title alone tells a person: how often a reader given only the title puts the
+    labelled entry first (a ceiling for any search over titles), and the search's top-1 on the
+    titles that reader found clear."""
+    if not TITLE_READER.exists():
+        return
+    third = {r["query"]: r for r in json.loads(TITLE_READER.read_text(encoding="utf-8"))}
+    print("a reader given the title alone (blind):")
+    print(
+        f"{'':14} {'n':>4} {'clear':>7} {'reader top-1':>13} {'search top-1':>13} "
+        f"{'search, clear':>14}"
+    )
+    for lang in ("en", "zh"):
+        for half in "AB":
+            group = [
+                (q, rank)
+                for q, rank in rows
+                if q["lang"] == lang and half_of(q["source"]) == half and q["query"] in third
+            ]
+            if not group:
+                continue
+            clear = [(q, rank) for q, rank in group if third[q["query"]]["clear"]]
+            reader = sum(third[q["query"]]["answers"][:1] == [q["expected"]] for q, _ in group)
+            search = sum(rank == 1 for _, rank in group)
+            search_clear = sum(rank == 1 for _, rank in clear)
+            print(
+                f"{f'{lang}, half {half}':14} {len(group):4} {len(clear) / len(group):7.1%} "
+                f"{reader / len(group):13.1%} {search / len(group):13.1%} "
+                f"{search_clear / len(clear) if clear else 0:14.1%}"
             )
 
 
