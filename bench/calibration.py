@@ -14,6 +14,7 @@ shipped model (app/matching/likely_model.json).
 """
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,25 @@ from app.matching.calibration import MODEL_FILE, Model, reliability  # noqa: E40
 from app.matching.evaluation import fit_model, load_corpus, report, run, with_model  # noqa: E402
 from app.matching.paste_matcher import PasteMatcher  # noqa: E402
 from app.matching.signature_tier import SignatureMatcher  # noqa: E402
+
+SECOND_READER = ROOT / "tests" / "data" / "real-pastes-second-reader.json"
+
+
+def second_reader(cases) -> None:
+    """How often a second reader, labelling a random 150 of the pastes blind (paste and thread,
+    no label, no matcher), chose the same entry or the same "none": how far the labels
+    themselves can be trusted, and so how high a goal they can carry."""
+    if not SECOND_READER.exists():
+        return
+    labels = {c.file: c.expected for c in cases}
+    rows = [r for r in json.loads(SECOND_READER.read_text(encoding="utf-8")) if r["file"] in labels]
+    if not rows:
+        return
+    agree = [r for r in rows if labels[r["file"]] in {r["expected"], *r["also"]}]
+    print(
+        f"second reader (blind, {len(rows)} pastes): same label for {len(agree)} = "
+        f"{len(agree) / len(rows):.1%}"
+    )
 
 
 def build(content: Path) -> PasteMatcher:
@@ -73,6 +93,7 @@ def main() -> None:
         f"{sum(1 for c in cases if not c.expected)} negatives); "
         f"half A {len(halves['A'])}, half B {len(halves['B'])}"
     )
+    second_reader(cases)
     signature_only = report(run(matcher, cases))
     show("signature tier alone, all pastes", signature_only, wrong=False)
 
