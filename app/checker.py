@@ -111,15 +111,21 @@ class Collision:
 def find_collisions(
     records: Iterable[SignatureRecord], matcher: ExampleMatcher
 ) -> Iterator[Collision]:
-    """The rule: each example must be matched first by its own entry, not tied or beaten."""
+    """The rule: each example must be matched first by its own entry, not tied or beaten,
+    unless a context condition on one side only tells the two apart."""
     for record in records:
         hits = matcher.match_exception_line(record.example)
         own = [h for h in hits if h.signature.entry_id == record.entry_id]
         if not own:
             continue  # the entry's own check already reports an unmatched example
         for hit in hits:
-            if hit.signature.entry_id != record.entry_id and hit.rank >= own[0].rank:
-                yield Collision(record, hit.signature)
+            if hit.signature.entry_id == record.entry_id or hit.rank < own[0].rank:
+                continue
+            if (hit.signature.context is None) != (record.context is None):
+                # One of the two needs a context the other does not: the paste decides (the
+                # entry whose context it holds comes first, `signature_tier._score_hit`).
+                continue
+            yield Collision(record, hit.signature)
 
 
 def collision_problems(docs: Sequence[EntryDocument], matcher: ExampleMatcher) -> list[Problem]:

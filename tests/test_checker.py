@@ -153,3 +153,35 @@ def test_near_duplicate_tags_across_files_are_warnings_naming_both(content_dir: 
     ]
     strict = CliRunner().invoke(cli, ["check", "--strict", str(content_dir / "two.md")])
     assert strict.exit_code == 1 and "looks like 'inplace' (used in one.md)" in strict.output
+
+
+def test_a_context_on_one_side_tells_two_entries_apart(content_dir: Path):
+    """Two entries may share a message when one of them needs a context: the paste decides,
+    and the matcher puts the entry whose context it holds first."""
+    write(
+        content_dir,
+        "plain",
+        entry_text("plain", signatures=sig("cannot pickle", "RuntimeError: cannot pickle")),
+    )
+    write(
+        content_dir,
+        "saving",
+        entry_text(
+            "saving",
+            signatures=sig("cannot pickle", "RuntimeError: cannot pickle")
+            + "    context: 'torch\\.save'\n",
+        ),
+    )
+    assert [str(p) for p in check_paths([content_dir]).errors] == []
+    # The same context on both sides decides nothing: a collision again.
+    write(
+        content_dir,
+        "plain",
+        entry_text(
+            "plain",
+            signatures=sig("cannot pickle", "RuntimeError: cannot pickle")
+            + "    context: 'torch\\.save'\n",
+        ),
+    )
+    messages = [str(p) for p in check_paths([content_dir]).errors]
+    assert any(m.startswith(f"{content_dir}/plain.md:10: collision") for m in messages)

@@ -110,6 +110,22 @@ def test_frame_condition_is_applied():
     assert match_paste(matcher, parse_traceback(elsewhere)) == []
 
 
+def test_an_entry_whose_context_the_paste_holds_comes_before_one_with_no_condition():
+    message = "Can't pickle local object 'Encoder.__init__.<locals>.<lambda>'"
+    plain = SignatureRecord("workers", 0, "Can't pickle local object", message, "AttributeError")
+    saving = SignatureRecord(
+        "saving", 0, "Can't pickle local object", message, "AttributeError", None, r"torch\.save"
+    )
+    matcher = SignatureMatcher([plain, saving])
+    saved = f"torch.save(model, 'm.pt')\nAttributeError: {message}\n"
+    loaded = f"for batch in loader:\nAttributeError: {message}\n"
+    assert [m.entry_id for m in match_paste(matcher, parse_traceback(saved))] == [
+        "saving",
+        "workers",
+    ]
+    assert [m.entry_id for m in match_paste(matcher, parse_traceback(loaded))] == ["workers"]
+
+
 def test_text_without_an_exception_line_is_searched_too(content_matcher):
     paste = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
     (best, *_) = known_matches(match_paste(content_matcher, parse_traceback(paste)))

@@ -339,7 +339,9 @@ def _score_hit(
             type_term = 0.0
     elif record.exception is None and hit.specificity < GENERIC_PATTERN_CHARS and role == "text":
         return None
-    frame_term = 0.5
+    # A condition the author wrote and the paste meets is evidence: of two entries sharing a
+    # message, the one whose frame or context condition holds comes first.
+    frame_term = 1.0 if record.context else 0.5
     frame = matcher.frame_matches(hit.index, files)
     if frame is False:
         if vetoed is not None:
