@@ -32,6 +32,7 @@ from app.matching.calibration import MODEL_FILE, Model, reliability  # noqa: E40
 from app.matching.evaluation import fit_model, load_corpus, report, run, with_model  # noqa: E402
 from app.matching.paste_matcher import PasteMatcher  # noqa: E402
 from app.matching.signature_tier import SignatureMatcher  # noqa: E402
+from app.tracebacks import parse_traceback  # noqa: E402
 
 SECOND_READER = ROOT / "tests" / "data" / "real-pastes-second-reader.json"
 
@@ -51,6 +52,28 @@ def second_reader(cases) -> None:
         f"second reader (blind, {len(rows)} pastes): same label for {len(agree)} = "
         f"{len(agree) / len(rows):.1%}"
     )
+
+
+def paste_kind(text: str) -> str:
+    """What a paste holds: an error (an exception line or a warning), only frames (cut before
+    its error), or no error at all (a question in prose, a log with no error line)."""
+    parsed = parse_traceback(text)
+    if parsed.final is not None or parsed.warnings:
+        return "an error"
+    return "frames only" if parsed.trailing_frames else "no error text"
+
+
+def by_kind(outcomes) -> None:
+    """Both held-out halves together, by what the pastes hold."""
+    print("\nboth held-out halves, by what the paste holds:")
+    print(f"  {'':15} {'positives':>10} {'top-1':>7} {'negatives':>10} {'clean':>7}")
+    for kind in ("an error", "frames only", "no error text"):
+        group = [o for o in outcomes if paste_kind(o.case.text) == kind]
+        pos = [o for o in group if o.case.expected]
+        neg = [o for o in group if not o.case.expected]
+        top1 = sum(o.right for o in pos) / len(pos) if pos else 0.0
+        clean = sum(o.answer is None for o in neg) / len(neg) if neg else 0.0
+        print(f"  {kind:15} {len(pos):10d} {top1:7.1%} {len(neg):10d} {clean:7.1%}")
 
 
 def build(content: Path) -> PasteMatcher:
@@ -98,13 +121,17 @@ def main() -> None:
     show("signature tier alone, all pastes", signature_only, wrong=False)
 
     held_out_scored = []
+    held_out = []
     for fit_half, test_half in (("A", "B"), ("B", "A")):
         model = fit_model(run(matcher, halves[fit_half]), fitted_on=f"half {fit_half}")
         outcomes = run(with_model(matcher, model), halves[test_half])
         rep = report(outcomes)
         held_out_scored += [o.top_likely for o in outcomes if o.top_likely is not None]
+        held_out += outcomes
         print(f"\nfitted on {fit_half} (threshold {model.threshold:.3f}), reported on {test_half}:")
         show(f"  both tiers, half {test_half}", rep, wrong=not args.quiet)
+
+    by_kind(held_out)
 
     if args.fresh:
         fresh = [c for c in cases if c.file.startswith(args.fresh)]
