@@ -35,6 +35,9 @@ from app.matching.signature_tier import SignatureMatcher  # noqa: E402
 from app.tracebacks import parse_traceback  # noqa: E402
 
 SECOND_READER = ROOT / "tests" / "data" / "real-pastes-second-reader.json"
+# An expert's answers from the paste alone (no thread), for a random 200: the most that reading
+# the paste can tell, since a label comes from the cause its thread found.
+PASTE_READER = ROOT / "tests" / "data" / "real-pastes-paste-only-reader.json"
 
 
 def second_reader(cases) -> None:
@@ -74,6 +77,26 @@ def by_kind(outcomes) -> None:
         top1 = sum(o.right for o in pos) / len(pos) if pos else 0.0
         clean = sum(o.answer is None for o in neg) / len(neg) if neg else 0.0
         print(f"  {kind:15} {len(pos):10d} {top1:7.1%} {len(neg):10d} {clean:7.1%}")
+
+
+def paste_reader(outcomes) -> None:
+    """The expert reading the paste alone against the matcher (held out) on the same pastes."""
+    if not PASTE_READER.exists():
+        return
+    answers = {r["file"]: r["answer"] for r in json.loads(PASTE_READER.read_text("utf-8"))}
+    group = [o for o in outcomes if o.case.file in answers]
+    if not group:
+        return
+    pos = [o for o in group if o.case.expected]
+    neg = [o for o in group if not o.case.expected]
+    print(f"\nan expert reading the paste alone (blind, {len(group)} pastes), against the matcher:")
+    print(f"  {'':22} {'top-1':>7} {'clean':>7}")
+    reader_top1 = sum(answers[o.case.file] == o.case.expected for o in pos) / len(pos)
+    reader_clean = sum(answers[o.case.file] is None for o in neg) / len(neg)
+    print(f"  {'the expert':22} {reader_top1:7.1%} {reader_clean:7.1%}")
+    top1 = sum(o.right for o in pos) / len(pos)
+    clean = sum(o.answer is None for o in neg) / len(neg)
+    print(f"  {'the matcher, held out':22} {top1:7.1%} {clean:7.1%}")
 
 
 def build(content: Path) -> PasteMatcher:
@@ -132,6 +155,7 @@ def main() -> None:
         show(f"  both tiers, half {test_half}", rep, wrong=not args.quiet)
 
     by_kind(held_out)
+    paste_reader(held_out)
 
     if args.fresh:
         fresh = [c for c in cases if c.file.startswith(args.fresh)]
