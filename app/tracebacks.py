@@ -305,9 +305,13 @@ _EXCEPTION = re.compile(
 # An exception quoted inside a line of prose, a numbered list or a repr, when the paste has no
 # exception line of its own: `I get RuntimeError: CUDA out of memory when ...`, `1. KeyError: 'x'`,
 # `RuntimeError('Error(s) in loading state_dict ...')`, `RuntimeError:Cudnn RNN ...` (no space).
+# Chinese text runs straight into an error name ("提示AssertionError: …") and may use a
+# full-width colon after it ("RuntimeError：…").
+_CJK_BEFORE = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
 _QUOTED_EXCEPTION = re.compile(
-    r"(?:^|[\s`'\"(:>*])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
-    r"(?::\s+|:(?=[A-Z])|\((?P<quote>['\"]))(?P<message>\S.*)$"
+    rf"(?:^|[\s`'\"(:>*{_CJK_BEFORE}])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*"
+    r"(?:Error|Exception))"
+    r"(?::\s+|:(?=[A-Z])|：\s*|\((?P<quote>['\"]))(?P<message>\S.*)$"
 )
 _QUOTED_END = re.compile(r"[`'\"]\)?[.,;:]?\s*$")
 # Lines that go on with a message after a blank line: DDP's list of parameters without grad.

@@ -256,3 +256,22 @@ def test_an_exception_quoted_without_a_space_after_its_colon():
     assert final.message.startswith("Cudnn RNN backward can only be called in training mode")
     # Lower case after the colon is a word in a sentence, not a message.
     assert parse_traceback("see the KeyError:not a message here").exceptions == []
+
+
+def test_an_exception_glued_to_chinese_text_or_after_a_full_width_colon():
+    glued = (
+        "我装好之后快速启动时提示AssertionError: Torch not compiled with CUDA enabled，麻烦解答下"
+    )
+    final = parse_traceback(glued).final
+    assert (final.type, final.message.split("，")[0]) == (
+        "AssertionError",
+        "Torch not compiled with CUDA enabled",
+    )
+    full_width = "训练时报错 RuntimeError：CUDA out of memory. Tried to allocate 20.00 MiB"
+    final = parse_traceback(full_width).final
+    assert (final.type, final.message) == (
+        "RuntimeError",
+        "CUDA out of memory. Tried to allocate 20.00 MiB",
+    )
+    # A Latin letter before the name is still part of another word.
+    assert parse_traceback("see xKeyError: not this").exceptions == []
