@@ -106,8 +106,10 @@ class _Part:
 
 
 def _split_off_type(exception: str | None, message: str) -> tuple[str | None, str]:
-    """Without a type, a message that starts with one (`ValueError: x`) is split like a line."""
-    exception = (exception or "").strip() or None
+    """Without a type, a message that starts with one (`ValueError: x`) is split like a line.
+    NUL characters are dropped: no entry may hold one (a pasted binary log can)."""
+    exception = (exception or "").replace("\x00", "").strip() or None
+    message = message.replace("\x00", "")
     if exception is None:
         line = split_exception_line(message)
         return line.type, line.message

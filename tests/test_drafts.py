@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.checker import signature_records
@@ -410,6 +410,8 @@ def test_any_message_gives_a_signature_that_matches_its_example(
 
 @settings(deadline=None, max_examples=50)
 @given(EXCEPTIONS, MESSAGES)
+@example(None, "\x00")  # a NUL from a pasted binary log: no entry may hold one
+@example("RuntimeError", "bad\x00 byte")
 def test_any_message_gives_an_entry_missing_only_its_summary(exception: str | None, message: str):
     doc = parsed_draft(exception, message)
     assert [(p.severity, p.message) for p in doc.problems] == [("error", "summary is empty")]
