@@ -108,11 +108,15 @@ def test_text_with_no_error_gets_no_match_and_nothing_related(matcher):
 
 
 def test_a_likely_match_names_the_words_as_the_error_spells_them(matcher):
-    # A real paste (e1/023 in tests/data/real-pastes): the message without its exception line.
-    paste = "CUDA unknown error - this may be due to an incorrectly set up environment"
-    assert top(matcher, paste) == ("cuda-unknown-error", "likely")
+    # A real paste (i2/005 in tests/data/real-pastes): the message retyped with "to small", so
+    # no signature matches it.
+    paste = (
+        "OSError : The paging file is to small for this operation to complete. error loading "
+        "caffe2_detection_ops_gpu.dll or it's dependencies."
+    )
+    assert top(matcher, paste) == ("windows-paging-file", "likely")
     (match, *_) = matcher.match(parse_traceback(paste)).matches
-    assert "incorrectly" in match.words  # as written, not the stem "incorrectli"
+    assert "paging" in match.words  # as written, not the stem "page"
 
 
 def test_a_signature_match_is_never_second_to_a_likely_one(matcher):
