@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search import SearchService
-from app.search.index import document_for, rebuild_index
+from app.search.index import FeedPosition, document_for, rebuild_index
 from app.settings import load_settings
 from app.storage import create_db_engine, upgrade_schema
 from bench.corpus import generate
@@ -104,7 +104,12 @@ def main() -> None:
             quality.update({f"2-char pieces: {k}": v for k, v in evaluate(service, pieces).items()})
             service.close()
             start = time.perf_counter()
-            rebuild_index(None, root / f"gen-{cjk}", cjk=cjk, documents=lambda _e: (0, generated))
+            rebuild_index(
+                None,
+                root / f"gen-{cjk}",
+                cjk=cjk,
+                documents=lambda _e: (FeedPosition(0, 0, ()), generated),
+            )
             quality["index 1k generated (s)"] = time.perf_counter() - start
             quality["fresh process, first tokenization (s)"] = first_call_delay(cjk)
             rows[cjk] = quality
