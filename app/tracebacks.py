@@ -306,10 +306,12 @@ _EXCEPTION = re.compile(
 # exception line of its own: `I get RuntimeError: CUDA out of memory when ...`, `1. KeyError: 'x'`,
 # `RuntimeError('Error(s) in loading state_dict ...')`, `RuntimeError:Cudnn RNN ...` (no space).
 # Chinese text runs straight into an error name ("提示AssertionError: …") and may use a
-# full-width colon after it ("RuntimeError：…").
+# full-width colon after it ("RuntimeError：…"). The name's characters are ASCII: `\w` would
+# also take Chinese, and from every character before a capital the dotted prefix would run to
+# the end of the line (quadratic on "中A中A…").
 _CJK_BEFORE = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
 _QUOTED_EXCEPTION = re.compile(
-    rf"(?:^|[\s`'\"(:>*{_CJK_BEFORE}])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*"
+    rf"(?:^|[\s`'\"(:>*{_CJK_BEFORE}])(?P<type>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*"
     r"(?:Error|Exception))"
     r"(?::\s+|:(?=[A-Z])|：\s*|\((?P<quote>['\"]))(?P<message>\S.*)$"
 )

@@ -12,6 +12,9 @@ PASTES = {
     "deep C++ frames": "frame #0: " + " (0x1 in " * 100_000,
     # Every line opens a repr that never closes: reading each one's continuation took 2.7 s.
     "60,000 unclosed reprs": "RuntimeError('a\n" * 60_000,
+    # Chinese text runs into capitals on every line: when Chinese ended an error name's prefix
+    # but `\w` let the name run on through Chinese, each line took 20 ms (2 s in all).
+    "110 lines of Chinese and capitals": ("中A" * 2_000 + "\n") * 110,
     # Rank copies of 10,000 errors, then the same in reverse: collapsing them took 41 s at
     # 20,000 when each repeat searched a list for its first copy.
     "10,000 rank errors, then repeated in reverse": "".join(
