@@ -13,6 +13,7 @@ from app.entries import EntryDocument, Problem, read_entry_file
 from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
 from app.matching.likely import EntryText
 from app.rendering import markdown_section
+from app.signatures import PatternError, compile_pattern
 
 
 def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
@@ -121,11 +122,24 @@ def find_collisions(
         for hit in hits:
             if hit.signature.entry_id == record.entry_id or hit.rank < own[0].rank:
                 continue
-            if (hit.signature.context is None) != (record.context is None):
-                # One of the two needs a context the other does not: the paste decides (the
-                # entry whose context it holds comes first, `signature_tier._score_hit`).
+            if _context_decides(record, hit.signature):
                 continue
             yield Collision(record, hit.signature)
+
+
+def _context_decides(victim: SignatureRecord, rival: SignatureRecord) -> bool:
+    """Whether a context condition on one side only tells the two apart: the paste decides,
+    and the entry whose context it holds comes first (`signature_tier._score_hit`). A rival's
+    context must not hold in the victim's own example, or it would claim that paste too (a
+    context such as `.` would let any entry take another's message)."""
+    if (victim.context is None) == (rival.context is None):
+        return False
+    if rival.context is None:
+        return True
+    try:
+        return compile_pattern(rival.context).search(victim.example) is None
+    except PatternError:
+        return False  # the rival's own check reports its broken context
 
 
 def collision_problems(docs: Sequence[EntryDocument], matcher: ExampleMatcher) -> list[Problem]:

@@ -185,3 +185,22 @@ def test_a_context_on_one_side_tells_two_entries_apart(content_dir: Path):
     )
     messages = [str(p) for p in check_paths([content_dir]).errors]
     assert any(m.startswith(f"{content_dir}/plain.md:10: collision") for m in messages)
+
+
+def test_a_context_that_holds_in_the_other_entry_example_is_still_a_collision(content_dir: Path):
+    """A context any paste meets (`.`) must not let one entry take another's message."""
+    write(
+        content_dir,
+        "plain",
+        entry_text("plain", signatures=sig("cannot pickle", "RuntimeError: cannot pickle")),
+    )
+    write(
+        content_dir,
+        "grabber",
+        entry_text(
+            "grabber",
+            signatures=sig("cannot pickle", "RuntimeError: cannot pickle") + "    context: '.'\n",
+        ),
+    )
+    messages = [str(p) for p in check_paths([content_dir]).errors]
+    assert any(m.startswith(f"{content_dir}/plain.md:10: collision") for m in messages), messages
