@@ -47,7 +47,13 @@ def second_reader(cases) -> None:
     if not SECOND_READER.exists():
         return
     labels = {c.file: c.expected for c in cases}
-    rows = [r for r in json.loads(SECOND_READER.read_text(encoding="utf-8")) if r["file"] in labels]
+    # A paste relabelled with an entry written after the reading is left out: the reader could
+    # not have chosen it.
+    rows = [
+        r
+        for r in json.loads(SECOND_READER.read_text(encoding="utf-8"))
+        if r["file"] in labels and "entry_written_after" not in r
+    ]
     if not rows:
         return
     agree = [r for r in rows if labels[r["file"]] in {r["expected"], *r["also"]}]
@@ -83,7 +89,11 @@ def paste_reader(outcomes) -> None:
     """The expert reading the paste alone against the matcher (held out) on the same pastes."""
     if not PASTE_READER.exists():
         return
-    answers = {r["file"]: r["answer"] for r in json.loads(PASTE_READER.read_text("utf-8"))}
+    answers = {
+        r["file"]: r["answer"]
+        for r in json.loads(PASTE_READER.read_text("utf-8"))
+        if "entry_written_after" not in r  # relabelled with an entry the reader never saw
+    }
     group = [o for o in outcomes if o.case.file in answers]
     if not group:
         return
