@@ -22,18 +22,20 @@ FORMATS = {
     "message", "traceback", "fragment", "log", "prose", "markdown", "notebook", "torchrun",
     "warning", "cpp", "windows", "pdb", "chinese",
 }  # fmt: skip
-# Held at where the figures stand, about a point below (today 85.4 % / 84.3 % top-1 and 91.2 % /
-# 88.6 % negatives with no match on the two held-out halves, against a goal of 97 % and 95 %: see
+# Held at where the figures stand, about a point below (today 85.3 % / 85.6 % top-1 and 90.5 % /
+# 86.5 % negatives with no match on the two held-out halves, against a goal of 97 % and 95 %: see
 # bench/calibration.py), so that a change cannot make them worse unnoticed. They fell as blind
 # batches joined, mostly prose about silent errors: from 93.7 % / 91.7 % and 87.9 % / 90.2 % when
 # g1 and g2 did (measured fresh at 49.4 % top-1, 78.1 % negatives), and from 90.3 % / 89.8 % and
 # 86.6 % / 83.3 % when h1 and h2 did (fresh: 62.9 % and 83.9 %); i1 and i2 measured 84.3 % and
 # 80.6 % fresh, j1 and j2 86.4 % and 87.5 %, k1 and k2 83.0 % and 90.6 %, l1 and l2 64.4 % and
 # 53.1 %, m1 and m2 63.2 % and 86.2 % (more than half of l's and m's positives quote no error).
+# The negatives' floor went from 0.87 to 0.85 when 13 of them, left unclaimed before, became
+# positives of two new entries (invalid device ordinal, GradScaler's no inf checks).
 # On pastes that hold an error the held-out top-1 is 96.6 %; an expert given the paste alone gets
-# 89.2 % / 89.9 % on a random 200 of them (tests/data/real-pastes-paste-only-reader.json).
+# 89.2 % / 89.4 % on a random 196 of them (tests/data/real-pastes-paste-only-reader.json).
 HELD_OUT_TOP1_FLOOR = 0.83
-HELD_OUT_NEGATIVES_FLOOR = 0.87
+HELD_OUT_NEGATIVES_FLOOR = 0.85
 
 
 @pytest.fixture(scope="module")
