@@ -155,52 +155,29 @@ def test_near_duplicate_tags_across_files_are_warnings_naming_both(content_dir: 
     assert strict.exit_code == 1 and "looks like 'inplace' (used in one.md)" in strict.output
 
 
+def write_pickle_entry(folder: Path, entry_id: str, context: str | None = None) -> None:
+    """An entry whose one signature is `cannot pickle`, with a context condition or none."""
+    signature = sig("cannot pickle", "RuntimeError: cannot pickle")
+    if context is not None:
+        signature += f"    context: '{context}'\n"
+    write(folder, entry_id, entry_text(entry_id, signatures=signature))
+
+
 def test_a_context_on_one_side_tells_two_entries_apart(content_dir: Path):
     """Two entries may share a message when one of them needs a context: the paste decides,
     and the matcher puts the entry whose context it holds first."""
-    write(
-        content_dir,
-        "plain",
-        entry_text("plain", signatures=sig("cannot pickle", "RuntimeError: cannot pickle")),
-    )
-    write(
-        content_dir,
-        "saving",
-        entry_text(
-            "saving",
-            signatures=sig("cannot pickle", "RuntimeError: cannot pickle")
-            + "    context: 'torch\\.save'\n",
-        ),
-    )
+    write_pickle_entry(content_dir, "plain")
+    write_pickle_entry(content_dir, "saving", context="torch\\.save")
     assert [str(p) for p in check_paths([content_dir]).errors] == []
     # The same context on both sides decides nothing: a collision again.
-    write(
-        content_dir,
-        "plain",
-        entry_text(
-            "plain",
-            signatures=sig("cannot pickle", "RuntimeError: cannot pickle")
-            + "    context: 'torch\\.save'\n",
-        ),
-    )
+    write_pickle_entry(content_dir, "plain", context="torch\\.save")
     messages = [str(p) for p in check_paths([content_dir]).errors]
     assert any(m.startswith(f"{content_dir}/plain.md:10: collision") for m in messages)
 
 
 def test_a_context_that_holds_in_the_other_entry_example_is_still_a_collision(content_dir: Path):
     """A context any paste meets (`.`) must not let one entry take another's message."""
-    write(
-        content_dir,
-        "plain",
-        entry_text("plain", signatures=sig("cannot pickle", "RuntimeError: cannot pickle")),
-    )
-    write(
-        content_dir,
-        "grabber",
-        entry_text(
-            "grabber",
-            signatures=sig("cannot pickle", "RuntimeError: cannot pickle") + "    context: '.'\n",
-        ),
-    )
+    write_pickle_entry(content_dir, "plain")
+    write_pickle_entry(content_dir, "grabber", context=".")
     messages = [str(p) for p in check_paths([content_dir]).errors]
     assert any(m.startswith(f"{content_dir}/plain.md:10: collision") for m in messages), messages
