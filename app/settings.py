@@ -50,6 +50,27 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a SQLite writer waits for a lock before failing.",
     )
+    write_queue_wait_ms: int = Field(
+        30_000,
+        ge=100,
+        le=600_000,
+        description="How long a save waits for its turn among this process's writes (one at a "
+        "time on SQLite) before it is answered 503 with nothing saved.",
+    )
+    db_pool_size: int = Field(
+        20,
+        ge=1,
+        le=500,
+        description="Database connections each process keeps open; as many again may be opened "
+        "for a burst (PostgreSQL: keep replicas x 2 x this under the server's max_connections).",
+    )
+    db_pool_timeout_s: float = Field(
+        10,
+        gt=0,
+        le=600,
+        description="How long a request waits for a free database connection before it is "
+        "answered 503.",
+    )
     setup_lock_timeout_s: float = Field(
         300,
         gt=0,

@@ -43,11 +43,22 @@ if TYPE_CHECKING:
 def create_db_engine(settings: Settings) -> Engine:
     """An engine for the configured database; a SQLite file's folder is created on first use."""
     url = make_url(settings.database_url)
+    # Sized for the threads that may each hold one (the thread pool's 40, the paste and search
+    # limiters): a full pool makes a request wait `db_pool_timeout_s`, then 503.
+    pool = {
+        "pool_size": settings.db_pool_size,
+        "max_overflow": settings.db_pool_size,
+        "pool_timeout": settings.db_pool_timeout_s,
+    }
     if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    if url.database and url.database != ":memory:":
+        return create_engine(url, pool_pre_ping=True, **pool)
+    if not url.database or url.database == ":memory:":
+        pool = {}  # one connection per thread (SQLAlchemy's own choice for a memory database)
+    else:
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": settings.sqlite_busy_timeout_ms / 1000})
+    engine = create_engine(
+        url, connect_args={"timeout": settings.sqlite_busy_timeout_ms / 1000}, **pool
+    )
     busy_timeout = int(settings.sqlite_busy_timeout_ms)
 
     @event.listens_for(engine, "connect")

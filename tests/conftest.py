@@ -330,3 +330,51 @@ def server(tmp_path_factory):
     """One server for the tests that only read."""
     with running_server(tmp_path_factory.mktemp("clone")) as started:
         yield started
+
+
+# ---- no database work on the event loop ------------------------------------------------------
+
+
+def _on_event_loop() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+@pytest.fixture(autouse=True)
+def no_database_on_the_event_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test fails when the app ran a SQL statement on an event loop's thread: one slow
+    statement there (a lock wait, a full pool) stalls every request of the process. Tests that
+    drive async code of their own on purpose opt out with `@pytest.mark.loop_may_query`."""
+    import traceback
+
+    from sqlalchemy import event
+
+    if request.node.get_closest_marker("loop_may_query"):
+        yield
+        return
+    seen: list[str] = []
+
+    def check(conn, cursor, statement, parameters, context, executemany) -> None:
+        if _on_event_loop():
+            frames = [
+                f"{f.filename}:{f.lineno} {f.name}"
+                for f in traceback.extract_stack()
+                if "/app/" in f.filename
+            ]
+            seen.append(f"{statement.split()[0]} … from {' < '.join(reversed(frames[-4:]))}")
+
+    event.listen(Engine, "before_cursor_execute", check)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "before_cursor_execute", check)
+    if seen:
+        unique = sorted(set(seen))
+        pytest.fail(
+            f"{len(seen)} SQL statement(s) ran on the event loop:\n" + "\n".join(unique[:12])
+        )

@@ -6,6 +6,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from functools import partial
 
 import anyio
 from fastapi import FastAPI, Request
@@ -41,6 +42,7 @@ from app.web.errors import install_error_handlers
 from app.web.headers import SecurityHeaders
 from app.web.mcp_http import mcp_route
 from app.web.observe import Observe
+from app.web.offload import WriteQueue
 from app.web.twins import JsonTwins
 
 
@@ -62,8 +64,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         # `pitfalls serve` has already prepared the data; this covers `uvicorn --factory` use.
-        prepare_data(settings, engine, ingest="if-empty")
+        # Start-up's database work runs in a thread, like every request's (never on the loop).
+        await anyio.to_thread.run_sync(partial(prepare_data, settings, engine, ingest="if-empty"))
         app.state.engine = engine
+        app.state.writes = WriteQueue(
+            at_once=1 if engine.url.get_backend_name() == "sqlite" else settings.db_pool_size,
+            wait_s=settings.write_queue_wait_ms / 1000,
+        )
         app.state.search = SearchService(
             settings.index_dir,
             engine,
@@ -76,14 +83,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # here instead of taking the threads that every other route needs.
         app.state.paste_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
         app.state.search_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
+        app.state.password_limiter = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))
         # A paste or search thread busy in Python makes the event loop wait up to this long
         # for the GIL at each of its system calls; 5 ms by default adds up to 100s of ms.
         sys.setswitchinterval(0.001)
+
         # Compile the matcher and open a searcher before the first request, not during it: RE2
         # compiles holding the GIL, which would stall every other request for that time.
-        app.state.matchers.current()
-        with contextlib.suppress(IndexUnavailable):
-            app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+        def warm_up() -> None:
+            app.state.matchers.current()
+            with contextlib.suppress(IndexUnavailable):
+                app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+
+        await anyio.to_thread.run_sync(warm_up)
         # What start-up built (imports, the matcher, the index's readers) lives as long as the
         # process: kept out of the collector's full passes, which otherwise walk all of it,
         # holding the GIL (130 ms at 150 entries), whenever enough new objects have piled up, so

@@ -158,12 +158,17 @@ def enable(name: str, session: SessionDep, principal: Admin) -> UserOut:
 async def reset(
     name: str, request: Request, session: SessionDep, principal: Admin
 ) -> PasswordResetOut:
-    _known(session, name)
+    await run_in_threadpool(_known, session, name)
     body = await read_json(request, PasswordReset)
-    password = await run_in_threadpool(
-        reset_password, session, name=name, password=body.password or None, actor=principal
-    )
-    session.commit()
+
+    def write() -> str:
+        password = reset_password(
+            session, name=name, password=body.password or None, actor=principal
+        )
+        session.commit()
+        return password
+
+    password = await request.app.state.writes.run(write)
     return PasswordResetOut(name=name, password=None if body.password else password)
 
 
@@ -178,7 +183,7 @@ async def change_password(request: Request, principal: SignedIn) -> None:
     body = await read_json(request, PasswordChange)
     address = request.client.host if request.client else "unknown"
     try:
-        user = await run_in_threadpool(
+        user = await request.app.state.writes.run(
             change_own_password,
             request.app.state.engine,
             name=principal.name,
@@ -190,7 +195,7 @@ async def change_password(request: Request, principal: SignedIn) -> None:
         raise HTTPException(
             429, f"Too many wrong passwords: {exc}.", {"Retry-After": str(exc.retry_after)}
         ) from None
-    await run_in_threadpool(log_in, request, user)
+    await request.app.state.writes.run(log_in, request, user)
 
 
 @router.get(

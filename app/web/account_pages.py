@@ -2,7 +2,9 @@
 (roles, disabling, password resets) and the audit log."""
 
 from collections.abc import Callable
+from functools import partial
 
+import anyio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
@@ -66,13 +68,18 @@ async def login(request: Request):
     address = request.client.host if request.client else "unknown"
     error, retry_after = "Wrong name or password.", None
     try:
-        # argon2 takes tens of milliseconds of CPU: never on the event loop.
-        user = await run_in_threadpool(
-            authenticate,
-            request.app.state.engine,
-            name=name,
-            password=form.get("password", ""),
-            address=address,
+        # argon2 takes tens of milliseconds of CPU: never on the event loop, and in threads of
+        # its own, so that a burst of logins queues there instead of taking the threads of
+        # every other route.
+        user = await anyio.to_thread.run_sync(
+            partial(
+                authenticate,
+                request.app.state.engine,
+                name=name,
+                password=form.get("password", ""),
+                address=address,
+            ),
+            limiter=request.app.state.password_limiter,
         )
     except TooManyAttempts as exc:
         user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
@@ -87,7 +94,7 @@ async def login(request: Request):
         if retry_after:
             response.headers["Retry-After"] = str(retry_after)
         return response
-    await run_in_threadpool(log_in, request, user)
+    await request.app.state.writes.run(log_in, request, user)
     return see_other(request, target)
 
 
@@ -116,26 +123,33 @@ async def account_password(request: Request, session: SessionDep, principal: Sig
     form = await form_fields(request)
     new = form.get("new_password", "")
     if new != form.get("repeat_password", ""):
-        return _account_page(request, session, principal, error="The two new passwords differ.")
-    address = request.client.host if request.client else "unknown"
-    try:
-        user = await run_in_threadpool(  # argon2, twice: off the event loop
-            change_own_password,
-            request.app.state.engine,
-            name=principal.name,
-            current=form.get("current_password", ""),
-            new=new,
-            address=address,
+        return await run_in_threadpool(
+            _account_page, request, session, principal, error="The two new passwords differ."
         )
-    except AccountError as exc:
-        return _account_page(request, session, principal, error=f"{str(exc).capitalize()}.")
+    address = request.client.host if request.client else "unknown"
+
+    def write():
+        try:
+            user = change_own_password(  # argon2, twice: in this thread, off the event loop
+                request.app.state.engine,
+                name=principal.name,
+                current=form.get("current_password", ""),
+                new=new,
+                address=address,
+            )
+        except AccountError as exc:
+            return _account_page(request, session, principal, error=f"{str(exc).capitalize()}.")
+        # Every session of the user ended with the old password; this one goes on under a new
+        # key.
+        log_in(request, user)
+        return _account_page(request, session, principal, changed=True)
+
+    try:
+        return await request.app.state.writes.run(write)
     except TooManyAttempts as exc:
         raise HTTPException(
             429, f"Too many wrong passwords: {exc}.", {"Retry-After": str(exc.retry_after)}
         ) from None
-    # Every session of the user ended with the old password; this one goes on under a new key.
-    await run_in_threadpool(log_in, request, user)
-    return _account_page(request, session, principal, changed=True)
 
 
 # ---- tokens: everyone signed in manages their own; an admin sees and revokes all -------------
@@ -156,19 +170,23 @@ def tokens_page(request: Request, session: SessionDep, principal: SignedIn):
 @router.post("/tokens", response_class=HTMLResponse)
 async def tokens_create(request: Request, session: SessionDep, principal: SignedIn):
     form = await form_fields(request)
-    try:
-        expires = form.get("expires", "").strip()
-        token, secret = create_token(
-            session,
-            name=form.get("name", "").strip(),
-            scope=form.get("scope", "read"),
-            expires_in=parse_duration(expires) if expires else None,
-            owner=principal,
-        )
-    except AccountError as exc:
-        return _tokens_page(request, session, principal, error=str(exc))
-    session.commit()
-    return _tokens_page(request, session, principal, created=(token.name, secret))
+
+    def write():
+        try:
+            expires = form.get("expires", "").strip()
+            token, secret = create_token(
+                session,
+                name=form.get("name", "").strip(),
+                scope=form.get("scope", "read"),
+                expires_in=parse_duration(expires) if expires else None,
+                owner=principal,
+            )
+        except AccountError as exc:
+            return _tokens_page(request, session, principal, error=str(exc))
+        session.commit()
+        return _tokens_page(request, session, principal, created=(token.name, secret))
+
+    return await request.app.state.writes.run(write)
 
 
 @router.post("/tokens/{token_id}/revoke")
@@ -178,8 +196,11 @@ async def tokens_revoke(
     session: SessionDep,
     principal: SignedIn,
 ):
-    revoke_token(session, token_id=token_id, actor=principal)
-    session.commit()
+    def write() -> None:
+        revoke_token(session, token_id=token_id, actor=principal)
+        session.commit()
+
+    await request.app.state.writes.run(write)
     return see_other(request, "/tokens")
 
 
@@ -207,19 +228,17 @@ def admin_page(request: Request, session: SessionDep, _: Admin):
 @router.post("/admin/users", response_class=HTMLResponse)
 async def admin_add_user(request: Request, session: SessionDep, principal: Admin):
     form = await form_fields(request)
-    try:
-        await run_in_threadpool(  # hashing the password with argon2: off the event loop
-            add_user,
+    return await _admin_action(
+        request,
+        session,
+        lambda: add_user(  # hashes the password with argon2, in the write's thread
             session,
             name=form.get("name", "").strip(),
             role=form.get("role", ""),
             password=form.get("password", ""),
             actor=principal,
-        )
-    except AccountError as exc:
-        return _admin_page(request, session, str(exc))
-    session.commit()
-    return see_other(request, "/admin")
+        ),
+    )
 
 
 @router.post("/admin/users/{name}/role", response_class=HTMLResponse)
@@ -230,43 +249,51 @@ async def admin_set_role(
     principal: Admin,
 ):
     role = (await form_fields(request)).get("role", "")
-    return _admin_action(
+    return await _admin_action(
         request, session, lambda: set_role(session, name=name, role=role, actor=principal)
     )
 
 
-def _admin_action(request: Request, session, action: Callable[[], object]):
-    """Run one admin change: back to the admin page with the refusal's sentence, or committed
-    and redirected to it."""
-    try:
-        action()
-    except AccountError as exc:
-        return _admin_page(request, session, str(exc))
-    session.commit()
-    return see_other(request, "/admin")
+async def _admin_action(request: Request, session, action: Callable[[], object]):
+    """Run one admin change in the write queue: back to the admin page with the refusal's
+    sentence, or committed and redirected to it."""
+
+    def write():
+        try:
+            action()
+        except AccountError as exc:
+            return _admin_page(request, session, str(exc))
+        session.commit()
+        return see_other(request, "/admin")
+
+    return await request.app.state.writes.run(write)
 
 
 @router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
 async def admin_disable_user(name: str, request: Request, session: SessionDep, principal: Admin):
-    return _admin_action(
+    return await _admin_action(
         request, session, lambda: disable_user(session, name=name, actor=principal)
     )
 
 
 @router.post("/admin/users/{name}/enable", response_class=HTMLResponse)
 async def admin_enable_user(name: str, request: Request, session: SessionDep, principal: Admin):
-    return _admin_action(request, session, lambda: enable_user(session, name=name, actor=principal))
+    return await _admin_action(
+        request, session, lambda: enable_user(session, name=name, actor=principal)
+    )
 
 
 @router.post("/admin/users/{name}/password", response_class=HTMLResponse)
 async def admin_reset_password(name: str, request: Request, session: SessionDep, principal: Admin):
     """Set the password given, or generate one and show it once."""
     given = (await form_fields(request)).get("password", "")
-    try:
-        password = await run_in_threadpool(
-            reset_password, session, name=name, password=given or None, actor=principal
-        )
-    except AccountError as exc:
-        return _admin_page(request, session, str(exc))
-    session.commit()
-    return _admin_page(request, session, new_password=(name, None if given else password))
+
+    def write():
+        try:
+            password = reset_password(session, name=name, password=given or None, actor=principal)
+        except AccountError as exc:
+            return _admin_page(request, session, str(exc))
+        session.commit()
+        return _admin_page(request, session, new_password=(name, None if given else password))
+
+    return await request.app.state.writes.run(write)

@@ -88,7 +88,9 @@ ERROR_MEANINGS = {
     "what to fix by line.",
     428: "If-Match is missing: send the ETag of the revision you edited (or `*`).",
     429: "Too many reports from this address without a login or token; try again later.",
-    503: "Searching or matching is unavailable for a moment, or took longer than its budget.",
+    503: "Searching or matching is unavailable for a moment, or took longer than its budget; "
+    "or a write waited too long for its turn (nothing was saved); or the database is "
+    "unreachable or its disk is full.",
 }
 
 
@@ -379,22 +381,34 @@ def whoami(request: Request) -> WhoAmI:
     description="422 with `problems` (line, message) when the entry does not pass the checks; "
     "409 when the id exists. The `ETag` of the answer is the new revision.",
     openapi_extra=_json_body(EntryWrite, _WRITE_EXAMPLE),
-    responses=errors(400, 403, 409, 413, 422),
+    responses=errors(400, 403, 409, 413, 422, 503),
 )
 async def create_entry(
     request: Request, response: Response, session: SessionDep, principal: Editor
 ) -> EntryDetails:
     body = await read_json(request, EntryWrite)
-    entry, _ = await run_in_threadpool(
-        save_draft,
-        session,
-        markdown=body.markdown,
-        message=body.message,
-        actor=principal,
-        source="api",
-    )
-    response.headers["Location"] = site_path(request, f"/api/v1/entries/{entry.id}")
-    return _details(session, response, entry.id)
+
+    def write() -> EntryDetails:
+        entry, _ = save_draft(
+            session, markdown=body.markdown, message=body.message, actor=principal, source="api"
+        )
+        return _details(session, response, entry.id)
+
+    details = await request.app.state.writes.run(write)
+    response.headers["Location"] = site_path(request, f"/api/v1/entries/{details.id}")
+    return details
+
+
+def _current_revision(session: Session, entry_id: str) -> int:
+    try:
+        entry = storage.get_entry(session, entry_id)
+        if entry is None:
+            raise NotFound(f"There is no entry {entry_id!r}.")
+        return entry.revision
+    finally:
+        # Back to the pool before the write waits for its turn: 50 saves queued behind
+        # SQLite's one writer must not hold 50 connections while they wait.
+        session.close()
 
 
 @router.put(
@@ -406,7 +420,7 @@ async def create_entry(
     "match: If-Match compares strongly (RFC 9110). 422 with `problems` when the entry does "
     "not pass the checks.",
     openapi_extra=_json_body(EntryWrite, _WRITE_EXAMPLE),
-    responses=errors(400, 403, 404, 409, 412, 413, 422, 428),
+    responses=errors(400, 403, 404, 409, 412, 413, 422, 428, 503),
 )
 async def update_entry(
     entry_id: str,
@@ -418,35 +432,39 @@ async def update_entry(
 ) -> EntryDetails:
     # The precondition is judged before the body is read (RFC 9110 13.2.1), and once more by the
     # save itself, which refuses a revision that is no longer the latest when it writes.
-    entry = storage.get_entry(session, entry_id)
-    if entry is None:
-        raise NotFound(f"There is no entry {entry_id!r}.")
-    condition.check(entry_id, entry.revision)
-    base = None if condition.any else entry.revision
+    current = await run_in_threadpool(_current_revision, session, entry_id)
+    condition.check(entry_id, current)
+    base = None if condition.any else current
     body = await read_json(request, EntryWrite)
-    await run_in_threadpool(
-        save_draft,
-        session,
-        markdown=body.markdown,
-        message=body.message,
-        actor=principal,
-        source="api",
-        entry_id=entry_id,
-        base_revision=base,
-    )
-    return _details(session, response, entry_id)
+
+    def write() -> EntryDetails:
+        save_draft(
+            session,
+            markdown=body.markdown,
+            message=body.message,
+            actor=principal,
+            source="api",
+            entry_id=entry_id,
+            base_revision=base,
+        )
+        return _details(session, response, entry_id)
+
+    return await request.app.state.writes.run(write)
 
 
 @router.delete(
     "/entries/{entry_id}",
     summary="Archive an entry (its history is kept)",
-    responses=errors(403, 404, 422),
+    responses=errors(403, 404, 422, 503),
 )
-def delete_entry(
-    entry_id: str, response: Response, session: SessionDep, principal: Editor
+async def delete_entry(
+    entry_id: str, request: Request, response: Response, session: SessionDep, principal: Editor
 ) -> EntryDetails:
-    archive(session, entry_id=entry_id, actor=principal, source="api")
-    return _details(session, response, entry_id)
+    def write() -> EntryDetails:
+        archive(session, entry_id=entry_id, actor=principal, source="api")
+        return _details(session, response, entry_id)
+
+    return await request.app.state.writes.run(write)
 
 
 @router.get(
@@ -472,13 +490,21 @@ def revision(entry_id: str, number: int, session: SessionDep) -> RevisionDetail:
     summary="Make an older revision the newest again (as a new revision)",
     # 409 and 422: the old text no longer passes the checks (its id or a signature is taken);
     # 412: someone saved between our read and our write.
-    responses=errors(403, 404, 409, 412, 422),
+    responses=errors(403, 404, 409, 412, 422, 503),
 )
-def restore_revision(
-    entry_id: str, number: int, response: Response, session: SessionDep, principal: Editor
+async def restore_revision(
+    entry_id: str,
+    number: int,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: Editor,
 ) -> EntryDetails:
-    restore(session, entry_id=entry_id, number=number, actor=principal, source="api")
-    return _details(session, response, entry_id)
+    def write() -> EntryDetails:
+        restore(session, entry_id=entry_id, number=number, actor=principal, source="api")
+        return _details(session, response, entry_id)
+
+    return await request.app.state.writes.run(write)
 
 
 @router.get("/changes", summary="Recent changes to the wiki, newest first", responses=errors(422))
@@ -498,10 +524,13 @@ def changes(
 )
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
-    shared = request.app.state.matchers.current().signatures
-    return await run_in_threadpool(
-        draft_out, session, body.markdown, body.entry_id, body.paste, shared
-    )
+    matchers = request.app.state.matchers
+
+    def check() -> DraftOut:
+        shared = matchers.current().signatures
+        return draft_out(session, body.markdown, body.entry_id, body.paste, shared)
+
+    return await run_in_threadpool(check)
 
 
 def draft_out(
@@ -549,7 +578,7 @@ def voter_of(request: Request) -> str:
     description="One report per voter (user, token, or address) for each error and entry; a "
     "second replaces the first. Without a login or token, an address may report "
     f"{ANONYMOUS_PER_HOUR} times an hour. The answer holds the entry's measured rates.",
-    responses=errors(400, 403, 404, 422, 429),
+    responses=errors(400, 403, 404, 422, 429, 503),
 )
 async def report_outcome(request: Request) -> OutcomeOut:
     # A browser's session (a cookie) must send its CSRF token: another site's form could
@@ -563,7 +592,7 @@ async def report_outcome(request: Request) -> OutcomeOut:
     body = await read_json(request, OutcomeWrite)
     voter = voter_of(request)
     try:
-        return await run_in_threadpool(
+        return await request.app.state.writes.run(
             record_outcome,
             request.app.state.engine,
             fingerprint=body.fingerprint,

@@ -22,6 +22,7 @@ from urllib.parse import quote
 from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from app import storage
@@ -79,7 +80,10 @@ def _bearer(request: Request, secret: str) -> Principal:
             principal = token_principal(session, secret)
         except AccountDisabled as exc:
             raise HTTPException(403, str(exc)) from None
-        session.commit()  # the token's last use
+        try:
+            session.commit()  # the token's last use
+        except OperationalError:  # a hint, not worth failing the request (SQLite busy)
+            session.rollback()
     if principal is None:
         raise HTTPException(401, "The token is unknown, expired or revoked.", challenge)
     return principal
@@ -189,13 +193,13 @@ def require(role: str, *, people_only: bool = False):
     """
 
     async def dependency(request: Request) -> AsyncIterator[Principal]:
-        principal = get_principal(request)
+        principal = await caller(request)
         if not principal.authenticated:
             raise LoginRequired()
         if people_only and principal.kind != "user":
             raise HTTPException(403, "Log in as a person for this; API tokens cannot do it.")
         if not principal.has_role(role):
-            raise HTTPException(403, _refusal(request, principal, role))
+            raise HTTPException(403, await run_in_threadpool(_refusal, request, principal, role))
         writes = request.method not in ("GET", "HEAD", "OPTIONS")
         if writes:
             await check_csrf(request)
@@ -245,13 +249,17 @@ def _needs_lookup(request: Request) -> bool:
     return "session" in request.scope and bool(request.session.get("sid"))
 
 
+async def caller(request: Request) -> Principal:
+    """`get_principal` for a coroutine: the look-up (a token, a session's key) runs in a
+    thread, and an anonymous caller, most requests, costs no trip to one."""
+    if _needs_lookup(request):
+        return await run_in_threadpool(get_principal, request)
+    return get_principal(request)
+
+
 async def read_access(request: Request) -> None:
-    """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token. A
-    coroutine so that an anonymous reader, most requests, costs no trip to a thread."""
-    if _needs_lookup(request):  # a bad token is refused even when reading is public
-        principal = await run_in_threadpool(get_principal, request)
-    else:
-        principal = get_principal(request)
+    """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token."""
+    principal = await caller(request)  # a bad token is refused even when reading is public
     if not request.app.state.settings.public_read and not principal.has_role("reader"):
         raise LoginRequired()
 

@@ -5,7 +5,6 @@ import json
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.answers import Answer, answer_paste
@@ -292,7 +291,7 @@ async def outcome_form(request: Request):
     form = await form_fields(request)
     entry_id = form.get("id", "")
     try:
-        await run_in_threadpool(
+        await request.app.state.writes.run(
             record_outcome,
             request.app.state.engine,
             fingerprint=form.get("fingerprint", ""),

@@ -62,3 +62,38 @@ async def run_within_budget(
     if not result:  # the client went away: nobody will read an answer
         raise ClientDisconnect()
     return result[0]
+
+
+WRITES_BUSY = (
+    "The server is busy saving other changes and this one waited its turn for {wait_s:g} s; "
+    "nothing was saved. Send it again in a few seconds."
+)
+
+
+class WriteQueue:
+    """This process's database writes, in turn: one at a time on SQLite (it has one writer
+    lock, and writers that race for it only make each other wait), a few at a time on
+    PostgreSQL. A waiting write is a coroutine, not a thread, so a burst of saves never takes
+    the threads that health checks and pages need; past `wait_s` in the queue it is a 503 with
+    a sentence, and nothing was written. Once a write has started it runs to its end."""
+
+    def __init__(self, *, at_once: int, wait_s: float) -> None:
+        self._turns = anyio.Semaphore(at_once)
+        self.wait_s = wait_s
+
+    @property
+    def waiting(self) -> int:
+        return self._turns.statistics().tasks_waiting
+
+    async def run(self, func: Callable[..., T], *args, **kwargs) -> T:
+        try:
+            with anyio.fail_after(self.wait_s):
+                await self._turns.acquire()
+        except TimeoutError:
+            raise HTTPException(
+                503, WRITES_BUSY.format(wait_s=self.wait_s), headers={"Retry-After": "5"}
+            ) from None
+        try:
+            return await anyio.to_thread.run_sync(partial(func, *args, **kwargs))
+        finally:
+            self._turns.release()

@@ -119,7 +119,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     try:
-        entry, _ = await run_in_threadpool(
+        entry, _ = await request.app.state.writes.run(
             save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
         )
     except SaveRefused as exc:
@@ -150,7 +150,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         "paste": form.get("paste", ""),
     }
     try:
-        await run_in_threadpool(
+        await request.app.state.writes.run(
             save_draft,
             session,
             markdown=markdown,
@@ -171,16 +171,20 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             status_code=exc.status,
         )
     except EditConflict as exc:
-        return await run_in_threadpool(
-            _editor,
-            request,
-            session,
-            **keep,
-            base_revision=exc.current,  # saving again means: I have merged their change
-            conflict=_conflict(session, exc, markdown),
-            status_code=409,
-        )
+        return await run_in_threadpool(_conflicting, request, session, keep, exc)
     return see_other(request, f"/entries/{entry_id}")
+
+
+def _conflicting(request: Request, session: Session, keep: dict, exc: EditConflict):
+    """The editor again with the other person's change beside the text the save kept."""
+    return _editor(
+        request,
+        session,
+        **keep,
+        base_revision=exc.current,  # saving again means: I have merged their change
+        conflict=_conflict(session, exc, keep["markdown"]),
+        status_code=409,
+    )
 
 
 def _conflict(session: Session, exc: EditConflict, mine: str) -> dict:
@@ -223,7 +227,7 @@ def confirm_archive(entry_id: str, request: Request, session: SessionDep, _: Edi
 async def archive_entry(request: Request, entry_id: str, session: SessionDep, principal: Editor):
     reason = (await form_fields(request)).get("reason", "")
     try:
-        await run_in_threadpool(
+        await request.app.state.writes.run(
             archive, session, entry_id=entry_id, actor=principal, source="web", reason=reason
         )
     except SaveRefused as exc:
@@ -245,24 +249,30 @@ async def restore_revision(
     entry_id: str, number: int, request: Request, session: SessionDep, principal: Editor
 ):
     try:
-        await run_in_threadpool(
+        await request.app.state.writes.run(
             restore, session, entry_id=entry_id, number=number, actor=principal, source="web"
         )
     except SaveRefused as exc:
-        old = revision_detail(session, entry_id, number)
-        current = storage.get_entry(session, entry_id)
-        return await run_in_threadpool(
-            _editor,
-            request,
-            session,
-            markdown=old.markdown,
-            entry_id=entry_id,
-            base_revision=current.revision if current else None,
-            message=f"Restore revision {number}",
-            refused=exc,
-            status_code=exc.status,
-        )
+        return await run_in_threadpool(_refused_restore, request, session, entry_id, number, exc)
     return see_other(request, f"/entries/{entry_id}")
+
+
+def _refused_restore(
+    request: Request, session: Session, entry_id: str, number: int, refused: SaveRefused
+):
+    """The editor over the old revision's text, with why restoring it was refused."""
+    old = revision_detail(session, entry_id, number)
+    current = storage.get_entry(session, entry_id)
+    return _editor(
+        request,
+        session,
+        markdown=old.markdown,
+        entry_id=entry_id,
+        base_revision=current.revision if current else None,
+        message=f"Restore revision {number}",
+        refused=refused,
+        status_code=refused.status,
+    )
 
 
 # ---- reading the history ---------------------------------------------------------------------
