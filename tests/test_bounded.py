@@ -66,11 +66,13 @@ PIECES = [
 
 
 def _parse_seconds(text: str) -> float:
+    """CPU seconds of this thread, the best of three: another process busy on the same cores
+    does not add to them, and noise only ever adds time."""
     best = float("inf")
-    for _ in range(3):  # the best of three: noise only ever adds time
-        started = time.perf_counter()
+    for _ in range(3):
+        started = time.thread_time()
         parse_traceback(text)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.thread_time() - started)
     return best
 
 
@@ -112,16 +114,17 @@ def test_doubling_an_adversarial_line_doubles_the_parse_time(prefix, unit, suffi
 def test_a_budget_stops_the_parser_part_way():
     paste = "ValueError: \n[1,\n" * 100_000
     budget = Budget(0.02)
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(BudgetExceeded):
         budget.run(parse_traceback, paste)
-    assert time.perf_counter() - started < 0.5
+    # The whole parse takes seconds; stopped at its 20 ms budget, it used a small part of that.
+    assert time.thread_time() - started < 0.5
 
 
 def test_without_a_budget_a_crafted_line_parses_at_once():
-    started = time.perf_counter()
+    started = time.thread_time()
     parsed = parse_traceback('  File "x.py", line 1, in f' + " " * 64_000 + "x\nValueError: boom")
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5  # CPU time: a busy machine does not add to it
     assert parsed.final is not None and parsed.final.message == "boom"
 
 
@@ -292,10 +295,10 @@ def test_a_retyped_message_after_a_long_word_is_matched_in_linear_time():
     def seconds(n: int) -> float:
         paste = "a" * n + ": CUDNN rnn Backward can only be called in Training Mode"
         best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
+        for _ in range(3):  # CPU seconds of this thread: other processes do not add to them
+            started = time.thread_time()
             matcher.match(parse_traceback(paste))
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.thread_time() - started)
         return best
 
     once, twice = seconds(8_000), seconds(16_000)

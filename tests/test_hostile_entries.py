@@ -107,9 +107,9 @@ def loader(request, monkeypatch) -> str:
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_front_matter_is_refused_within_a_second_with_its_line(name: str, loader: str):
     text, line, message = HOSTILE[name]
-    started = time.perf_counter()
+    started = time.thread_time()
     doc = parse_entry(text, "content/sample-entry.md", expected_id="sample-entry")
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     assert elapsed < 1.0, f"{name} took {elapsed:.2f} s"
     assert not doc.ok and doc.front is None
     (problem,) = doc.problems
@@ -166,9 +166,9 @@ def test_front_matter_just_under_the_limit_loads_quickly():
     text = entry_text(
         kind="howto", signatures="", extra_front=f"aliases: [{', '.join('x' * count)}]\n"
     )
-    started = time.perf_counter()
+    started = time.thread_time()
     doc = parse_entry(text, "content/sample-entry.md", expected_id="sample-entry")
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert doc.ok and len(doc.front.aliases) == count
 
 
@@ -177,9 +177,9 @@ def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path):
     with path.open("wb") as file:
         file.write(entry_text("huge").encode())
         file.truncate(50 * MAX_ENTRY_BYTES)  # sparse: 50 MB of NUL bytes after the entry
-    started = time.perf_counter()
+    started = time.thread_time()
     doc = read_entry_file(path, label="content/huge.md")
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert [str(p) for p in doc.problems] == [
         f"content/huge.md:1: the file is over the {MAX_ENTRY_BYTES:,} bytes an entry may have"
     ]
@@ -187,9 +187,9 @@ def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path):
 
 def test_many_equal_headings_render_in_linear_time():
     text = entry_text(body="## h\n" * 20_000)  # 100 KB: the anchors plugin took 150 s on this
-    started = time.perf_counter()
+    started = time.thread_time()
     doc = parse_entry(text, "content/sample-entry.md", expected_id="sample-entry")
-    assert time.perf_counter() - started < 10.0
+    assert time.thread_time() - started < 10.0
     assert 'id="h-19999"' in doc.rendered.html
 
 
@@ -244,9 +244,9 @@ def write_hostile_folder(folder: Path) -> None:
 
 def test_check_command_reports_the_bad_files_and_passes_the_good_one(content_dir: Path):
     write_hostile_folder(content_dir)
-    started = time.perf_counter()
+    started = time.thread_time()
     result = CliRunner().invoke(cli, ["check", str(content_dir)])
-    assert time.perf_counter() - started < 5.0
+    assert time.thread_time() - started < 5.0
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
     assert lines == [
@@ -259,9 +259,9 @@ def test_check_command_reports_the_bad_files_and_passes_the_good_one(content_dir
 
 def test_ingest_skips_the_hostile_files_and_loads_the_rest(engine, content_dir: Path):
     write_hostile_folder(content_dir)
-    started = time.perf_counter()
+    started = time.thread_time()
     report = ingest_content(engine, content_dir)
-    assert time.perf_counter() - started < 5.0
+    assert time.thread_time() - started < 5.0
     assert (report.counts["create"], report.counts["broken"]) == (1, 2)
     assert [(p.path, p.line) for p in report.problems] == [
         ("content/bomb.md", 7),
@@ -283,14 +283,16 @@ def test_server_starts_and_the_live_check_refuses_the_bomb_quickly(make_settings
                 session, name="editor-bot", scope="write", expires_in=None, owner=CLI
             )
             session.commit()
-        started = time.perf_counter()
+        # CPU seconds of every thread of this process (the app answers in its own threads):
+        # another process busy on the same cores does not add to them.
+        started = time.process_time()
         response = client.post(
             "/api/v1/drafts/check",
             json={"markdown": bomb("new-entry")},
             headers={"Authorization": f"Bearer {token}"},
         )
-        elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"the live check took {elapsed:.2f} s"
+        elapsed = time.process_time() - started
+    assert elapsed < 2.0, f"the live check took {elapsed:.2f} s of CPU"
     assert response.status_code in (200, 422), response.text
     body = response.json()
     assert body["ok"] is False
