@@ -6,6 +6,7 @@ with nothing else to do. The bounds are measured in the same test (health over a
 the same length), so a busy machine raises them with everything else instead of failing.
 """
 
+import importlib.util
 import json
 import threading
 import time
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import entry_text, get, running_server, write_token
+from tests.conftest import entry_text, get, require, running_server, write_token
 from tests.hostile_inputs import PASTES, QUERIES
 from tests.test_hostile_entries import bomb, deep_brackets
 
@@ -225,13 +226,25 @@ def test_ten_parallel_creates_of_one_id_over_two_servers_make_exactly_one(tmp_pa
         assert status == 200 and len(json.loads(revisions)) == 1
 
 
-def test_a_truncated_index_segment_is_survived_reported_and_healed(tmp_path):
-    with running_server(tmp_path / "clone") as (base, clone):
+SEGMENT_FILES = {
+    "whoosh": (".seg", ".trm", ".pst"),
+    # tantivy maps these into memory: cut short under a running server, the next read of a lost
+    # page was a SIGBUS that killed the process.
+    "tantivy": (".idx", ".term", ".pos", ".store", ".fast", ".fieldnorm"),
+}
+
+
+@pytest.mark.parametrize("engine", list(SEGMENT_FILES))
+def test_a_truncated_index_segment_is_survived_reported_and_healed(tmp_path, engine):
+    if engine == "tantivy":
+        require(importlib.util.find_spec("tantivy") is not None, "tantivy is not installed")
+    settings = {"PITFALLS_SEARCH_ENGINE": engine}
+    with running_server(tmp_path / "clone", settings=settings) as (base, clone):
         query = f"{base}/api/v1/search?q=cuda"
         assert json.loads(get(query)[1])["total"] > 0
         index_dir = clone / "data" / "index"
         generation = index_dir / (index_dir / "CURRENT").read_text().strip()
-        segments = [p for p in generation.iterdir() if p.suffix in (".seg", ".trm", ".pst")]
+        segments = [p for p in generation.iterdir() if p.suffix in SEGMENT_FILES[engine]]
         assert segments, sorted(p.name for p in generation.iterdir())
         for path in segments:
             with path.open("r+b") as handle:

@@ -10,7 +10,9 @@ match; "did you mean" reads the `spell` field's vocabulary.
 """
 
 import fnmatch
+import json
 import re
+import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,16 +148,54 @@ def _meta_stamp(generation: Path) -> tuple[int, int]:
     return stat.st_mtime_ns, stat.st_size
 
 
+class IndexFilesDamaged(OSError):
+    """A segment file is not whole: reading its mapped pages would kill the process."""
+
+
+FOOTER_MAGIC = 1337  # tantivy ends every segment file with `footer length: u32, 1337: u32`
+
+
+def checked_files(generation: Path) -> dict[Path, int]:
+    """Every file of the segments meta.json names, with its size, once each is found whole.
+
+    tantivy maps its files into memory: a file shortened on disk makes the next search that
+    touches the lost pages die of SIGBUS, which no handler can turn into an error. So a file is
+    checked before it is mapped (its footer is where tantivy writes it, inside the file), and
+    each search compares the sizes again (`TantivyReader.check_files`), one `stat` a file.
+    """
+    meta = json.loads((generation / "meta.json").read_text(encoding="utf-8"))
+    sizes: dict[Path, int] = {}
+    for segment in meta.get("segments", []):
+        stem = str(segment["segment_id"]).replace("-", "")
+        files = sorted(generation.glob(f"{stem}.*"))
+        if not files:
+            raise IndexFilesDamaged(f"segment {stem} of {generation.name} has no files")
+        for path in files:
+            with path.open("rb") as file:
+                size = file.seek(0, 2)
+                if size >= 8:
+                    file.seek(size - 8)
+                    footer, magic = struct.unpack("<II", file.read(8))
+                if size < 8 or magic != FOOTER_MAGIC or footer + 8 > size:
+                    raise IndexFilesDamaged(f"{path.name} is cut short ({size} bytes)")
+            sizes[path] = size
+    return sizes
+
+
 class TantivyIndex:
     def __init__(self, generation: Path) -> None:
         self.generation = generation
+        checked_files(generation)
         self._index = tantivy.Index.open(str(generation))
         self._schema = self._index.schema
 
     def reader(self) -> "TantivyReader":
         stamp = _meta_stamp(self.generation)
+        sizes = checked_files(self.generation)  # before the reload maps any new segment
         self._index.reload()
-        return TantivyReader(self.generation, stamp, self._index.searcher(), self._schema)
+        return TantivyReader(
+            self.generation, stamp, self._index.searcher(), self._schema, sizes=sizes
+        )
 
     def close(self) -> None:
         self._index = None
@@ -181,6 +221,13 @@ class TantivyReader:
     builder: QueryBuilder | None = None
     ids: dict[tuple[int, int], str] = field(default_factory=dict)
     spell_words: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    sizes: dict[Path, int] = field(default_factory=dict)  # of the files this searcher maps
+
+    def check_files(self) -> None:
+        """The mapped files still have the sizes they were checked at (see `checked_files`)."""
+        for path, size in self.sizes.items():
+            if path.stat().st_size != size:
+                raise IndexFilesDamaged(f"{path.name} changed size under the index")
 
     @property
     def schema(self):
@@ -206,7 +253,9 @@ class TantivyReader:
     # -- queries -----------------------------------------------------------------------
 
     def bound(self, query: wq.Query) -> wq.Query:
-        """Wildcards and prefixes as at most a few real terms, as the Whoosh engine does."""
+        """Wildcards and prefixes as at most a few real terms, as the Whoosh engine does.
+        A search's first read of the index: its files are checked here, each time."""
+        self.check_files()
         return self._bound(query, [MAX_MULTI_TERMS])
 
     def _bound(self, query: wq.Query, budget: list[int]) -> wq.Query:
