@@ -187,13 +187,20 @@ class MatcherCache:
         with self._lock:
             mark = self._watcher.last
             if self._matcher is None or mark != self._mark:
-                with Session(self.engine) as session:
-                    # Only what changed is compiled and read again.
-                    matcher = PasteMatcher.build(
-                        storage.active_signature_records(session),
-                        storage.active_entry_texts(session),
-                        previous=self._matcher,
-                    )
+                try:
+                    with Session(self.engine) as session:
+                        # Only what changed is compiled and read again.
+                        matcher = PasteMatcher.build(
+                            storage.active_signature_records(session),
+                            storage.active_entry_texts(session),
+                            previous=self._matcher,
+                        )
+                except Exception as error:
+                    # The database went away between the mark and the read: answer with what
+                    # this process has (it says so through health) rather than not at all.
+                    if self._matcher is None or storage.database_problem(error) is None:
+                        raise
+                    return self._matcher
                 # the first match builds the DFA lazily
                 matcher.signatures.match_message("warm up the DFA")
                 self._matcher, self._mark = matcher, mark

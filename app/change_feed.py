@@ -47,6 +47,7 @@ class ChangeWatcher:
         self._reading = threading.Lock()  # held while the database is being read
         self._last_lock = threading.Lock()
         self.last: storage.FeedMark | None = None  # the newest mark read, by any thread
+        self.problem: str | None = None  # why the last read failed (the database is down)
         with _watchers_lock:
             _watchers.setdefault(engine, weakref.WeakSet()).add(self)
 
@@ -72,8 +73,17 @@ class ChangeWatcher:
             with self._reading:  # wait for a read that started before this call, if any
                 return None
         try:
-            with Session(self.engine) as session:
-                mark = storage.feed_mark(session)
+            try:
+                with Session(self.engine) as session:
+                    mark = storage.feed_mark(session)
+            except Exception as error:
+                # The database is down: the caches keep what they have, and say so.
+                self.problem = storage.database_problem(error)
+                if self.problem is None:
+                    raise
+                logger.warning("reading the change feed failed: %s", error)
+                return None
+            self.problem = None
             with self._last_lock:
                 # Reads may still overlap (a forced one): an older read finishing last must not
                 # put back an older mark. The feed only grows, so newer is larger.

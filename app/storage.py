@@ -5,6 +5,7 @@ here, so SQL stays in one place and stays portable between SQLite and PostgreSQL
 """
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import re
@@ -71,6 +72,47 @@ def create_db_engine(settings: Settings) -> Engine:
         cursor.close()
 
     return engine
+
+
+# What a database failure looks like when it is the server's state, not a bug: the database is
+# down or unreachable, its disk is full, it is busy past every wait. Matched in the driver's
+# message (SQLite's and psycopg's wordings).
+_UNREACHABLE = re.compile(
+    r"connection (?:refused|failed|is closed|reset|timed out)|could not connect|server closed"
+    r"|terminating connection|the database system is (?:starting up|shutting down)"
+    r"|no route to host|name or service not known|unable to open database file"
+    r"|consuming input failed|server conn crashed|SSL SYSCALL error",
+    re.IGNORECASE,
+)
+_DISK_FULL = re.compile(
+    r"database or disk is full|no space left on device|could not extend file|disk I/O error"
+    r"|disk quota exceeded",
+    re.IGNORECASE,
+)
+_BUSY = re.compile(r"database is locked|database table is locked", re.IGNORECASE)
+DISK_FULL_MESSAGE = "The server's disk is full; nothing was saved. Tell whoever runs it."
+
+
+def database_problem(error: BaseException) -> str | None:
+    """A sentence for a failure of the database itself (down, disk full, busy, pool full), for a
+    503; None for anything else, which is a bug and stays a 500."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    if isinstance(error, PoolTimeout):
+        return "Every database connection is busy; try again in a few seconds."
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL_MESSAGE
+    if not isinstance(error, OperationalError | InterfaceError):
+        return None
+    text = str(error.orig if getattr(error, "orig", None) is not None else error)
+    if _DISK_FULL.search(text):
+        return DISK_FULL_MESSAGE
+    if _BUSY.search(text):
+        return "The database is busy with other writes; nothing was saved, try again."
+    if _UNREACHABLE.search(text) or isinstance(error, InterfaceError):
+        return "The database cannot be reached right now; try again in a minute."
+    return None
 
 
 # PostgreSQL advisory lock keys (any two 64-bit numbers no other program on the database uses).

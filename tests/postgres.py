@@ -82,9 +82,20 @@ class PostgresServer:
             f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
+        self._options = options
+        self.resume()
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (`resume` starts it again on the same port)."""
+        assert self.folder is not None
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        assert self.folder is not None
+        data = self.folder / "data"
         started = self._run(
-            "pg_ctl", "-D", str(data), "-l", str(self.folder / "server.log"), "-o", options,
-            "-w", "-t", "60", "start",
+            "pg_ctl", "-D", str(data), "-l", str(self.folder / "server.log"), "-o",
+            self._options, "-w", "-t", "60", "start",
         )  # fmt: skip
         if started.returncode:
             log = (self.folder / "server.log").read_text(errors="replace")

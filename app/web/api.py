@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
@@ -110,27 +111,63 @@ router = APIRouter(
 open_router = APIRouter(prefix="/api/v1", tags=["api"])
 
 
+MIN_FREE_DISK_BYTES = 50_000_000  # below this (or 2 % of a small disk) the disk counts as full
+
+
+def disk_problem(settings) -> str | None:
+    """Why saves will fail for lack of disk, or None."""
+    try:
+        usage = shutil.disk_usage(settings.data_dir)
+    except OSError:
+        return None  # no data folder yet (a PostgreSQL-only set-up): nothing to say
+    free = usage.free
+    if free < min(MIN_FREE_DISK_BYTES, usage.total // 50):
+        return f"the data folder's disk has {free // 1_000_000} MB free; saves will fail"
+    return None
+
+
 def health_data(session: Session, settings, search: SearchService | None = None) -> dict:
+    """Health, never an error itself: with the database down it says so, and what still works
+    (search answers from this process's index)."""
     state = read_state(settings.index_dir)
     damaged = search.damaged if search is not None else None
-    mark = storage.feed_mark(session)
+    problems = []
+    try:
+        mark = storage.feed_mark(session)
+        entries: int | None = storage.count_entries(session)
+    except Exception as error:
+        problem = storage.database_problem(error)
+        if problem is None:
+            raise
+        session.rollback()
+        mark, entries = None, None
+        problems.append(f"database: {problem} Search still answers from the local index.")
+    disk = disk_problem(settings)
+    if disk:
+        problems.append(f"disk: {disk}")
     index = None
     if state is not None:
         built = datetime.fromisoformat(state.updated_at)
+        behind = None
+        if mark is not None:
+            behind = max(0, mark.count - state.count) if state.count >= 0 else mark.count
         index = {
             "seq": state.seq,
             "built_at": utc_iso(datetime.fromisoformat(state.built_at)),
             "updated_at": utc_iso(built),
             "age_seconds": round((datetime.now(UTC) - built).total_seconds(), 1),
-            # changes in the feed this process's index has not applied yet
-            "behind": max(0, mark.count - state.count) if state.count >= 0 else mark.count,
+            # changes in the feed this process's index has not applied yet (None: unknown)
+            "behind": behind,
             "healthy": damaged is None,
             "problem": damaged,
         }
+    if damaged:
+        problems.append(f"index: {damaged}")
     return {
-        "status": "ok" if index is not None and damaged is None else "degraded",
-        "entries": storage.count_entries(session),
-        "change_seq": mark.seq,
+        "status": "ok" if index is not None and not problems else "degraded",
+        "problems": problems,
+        "entries": entries,
+        "change_seq": mark.seq if mark is not None else None,
         "index": index,
     }
 

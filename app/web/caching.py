@@ -136,8 +136,16 @@ class MarkReader:
     def read(self, state) -> storage.ContentMark:
         """Read the database (in a worker thread)."""
         commits, started = _commits[0], time.monotonic()
-        with Session(state.engine) as session:
-            mark = storage.content_mark(session)
+        try:
+            with Session(state.engine) as session:
+                mark = storage.content_mark(session)
+        except Exception as error:
+            # The database is down: what was read last still describes what this process
+            # serves (its index, its kept pages); asked again after an interval.
+            if self._mark is None or storage.database_problem(error) is None:
+                raise
+            self._read_at = started
+            return self._mark
         self.reads += 1
         self._mark, self._read_at, self._commits_seen = mark, started, commits
         return mark
@@ -226,7 +234,15 @@ class ReaderCache:
         ):
             await self.app(scope, receive, send)
             return
-        mark = await current_mark(state)
+        try:
+            mark = await current_mark(state)
+        except Exception as error:
+            if storage.database_problem(error) is None:
+                raise
+            # No mark to key pages by while the database is down: the route answers itself
+            # (search from the local index; a page that needs the database, a 503).
+            await self.app(scope, receive, send)
+            return
         key = (root, path, scope.get("query_string", b""), mark)
         if_none_match = headers.get(b"if-none-match")
         kept = self.cache.get(key)

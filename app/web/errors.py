@@ -12,6 +12,7 @@ from starlette.requests import ClientDisconnect
 from app.accounts import AccountError
 from app.catalog import NotFound
 from app.search import IndexUnavailable, SearchTooSlow
+from app.storage import database_problem
 from app.web.auth import LoginRequired, login_url
 from app.web.headers import add_security_headers
 from app.web.twins import route_path
@@ -61,6 +62,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
+        problem = database_problem(exc)
+        if problem is not None:  # the database is down, full or busy: the server's state
+            logger.warning("%s %s: %s (%s)", request.method, request.url.path, problem, exc)
+            response = error_response(request, 503, problem, headers={"Retry-After": "30"})
+            return add_security_headers(response, request.url.path)
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         response = error_response(
             request, 500, "Something went wrong on our side; the error was logged."

@@ -20,10 +20,12 @@ router = APIRouter(include_in_schema=False)
 @router.get("/metrics", dependencies=[Depends(read_access)])
 def prometheus_metrics(session: SessionDep, settings: SettingsDep, search: SearchDep) -> Response:
     health = health_data(session, settings, search)
-    metrics.ENTRIES.set(health["entries"])
-    metrics.CHANGE_SEQ.set(health["change_seq"])
+    if health["entries"] is not None:  # None while the database cannot be reached
+        metrics.ENTRIES.set(health["entries"])
+        metrics.CHANGE_SEQ.set(health["change_seq"])
     if health["index"] is not None:
-        metrics.INDEX_LAG.set(health["index"]["behind"])
+        if health["index"]["behind"] is not None:
+            metrics.INDEX_LAG.set(health["index"]["behind"])
         metrics.INDEX_AGE.set(health["index"]["age_seconds"])
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
