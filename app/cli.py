@@ -123,9 +123,16 @@ def backup(file: Path) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def restore(file: Path) -> None:
+@click.option(
+    "--accept-unverified",
+    is_flag=True,
+    help="Also restore a backup made before backups carried an end marker and checksum "
+    "(version 1), which cannot be told from one cut short: only once you know it is whole.",
+)
+def restore(file: Path, accept_unverified: bool) -> None:
     """Load a backup FILE into an empty database (a new data dir, or a new PostgreSQL
-    database), then build the search index. A database that holds anything is refused."""
+    database), then build the search index. A database that holds anything is refused, and so
+    is a file that does not add up (cut short, damaged, changed): nothing is written then."""
     from app.backup import BackupError
     from app.backup import restore as load
     from app.search.index import rebuild_index
@@ -136,7 +143,7 @@ def restore(file: Path) -> None:
     try:
         with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
             upgrade_schema(engine)
-            counts = load(engine, file)
+            counts = load(engine, file, accept_unverified=accept_unverified)
         state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
     except BackupError as exc:
         raise CannotRun(str(exc)) from None
