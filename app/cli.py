@@ -217,7 +217,27 @@ def search(
     type=click.FloatRange(1, 3600),
     help="Seconds per snippet, unless the snippet sets timeout=.",
 )
-@click.option("--memory-mb", default=4096, show_default=True, type=click.IntRange(256))
+@click.option(
+    "--memory-mb",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(256),
+    help="Memory of each process of a snippet (its address space).",
+)
+@click.option(
+    "--total-memory-mb",
+    default=8192,
+    show_default=True,
+    type=click.IntRange(256),
+    help="Memory of a snippet's processes together; past it the snippet is stopped.",
+)
+@click.option(
+    "--max-processes",
+    default=512,
+    show_default=True,
+    type=click.IntRange(8),
+    help="Processes of a snippet at once, threads included; past it the snippet is stopped.",
+)
 @click.option("--python", default=sys.executable, show_default="this interpreter")
 @click.option(
     "--include-wiki",
@@ -241,6 +261,8 @@ def verify(
     jobs: int,
     timeout_s: float,
     memory_mb: int,
+    total_memory_mb: int,
+    max_processes: int,
     python: str,
     include_wiki: bool,
     unsafe_no_sandbox: bool,
@@ -295,6 +317,8 @@ def verify(
             jobs=jobs,
             timeout_s=timeout_s,
             memory_mb=memory_mb,
+            total_memory_mb=total_memory_mb,
+            max_processes=max_processes,
             on_start=started,
             on_result=None if as_json else show,
         )
