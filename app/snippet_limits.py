@@ -11,8 +11,9 @@ hold 4 GB, stayed under it until its timeout. The tree is held three ways:
   namespace, so it holds the snippet's tree and nothing else of the user's. Root is exempt from
   it, so under root the sandbox runs snippets as a uid of their own on the host. Without a
   sandbox it is not set (it would count every process of the user);
-- a watchdog polls the tree (`/proc`: the descendants, and the members of its session) every
-  `POLL_S` and kills it past either limit. It is what stops the tree and says which limit did;
+- a watchdog polls the tree (`/proc`: the descendants every `POLL_S`, and every
+  `SESSION_SCAN_S` all processes, for an orphan still in its session) and kills it past either
+  limit. It is what stops the tree and says which limit did;
   without a sandbox it is the only process limit, without cgroups the only total-memory one.
   Memory is resident memory, counted proportionally (PSS) where pages are shared, as a forked
   child shares its parent's.
@@ -22,6 +23,7 @@ RLIMIT_DATA at the per-process memory limit.
 """
 
 import contextlib
+import functools
 import itertools
 import os
 import resource
@@ -37,6 +39,7 @@ DEFAULT_MEMORY_MB = 4096  # each process (RLIMIT_AS)
 DEFAULT_TOTAL_MEMORY_MB = 8192  # the whole tree
 DEFAULT_MAX_PROCESSES = 512  # the whole tree, threads included (torch starts a few per process)
 POLL_S = 0.05
+SESSION_SCAN_S = 1.0  # a scan of every process costs ~30 us each; the descendants alone, less
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
@@ -76,28 +79,63 @@ class Task:
     rss_pages: int
 
 
+def read_task(pid: int) -> Task | None:
+    """One process as /proc shows it now; None when it has ended."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            data = file.read()
+        # The command name may hold spaces and parentheses: the fields follow the last ')'.
+        fields = data[data.rindex(b")") + 2 :].split()
+        return Task(
+            pid=pid,
+            ppid=int(fields[1]),
+            session=int(fields[3]),
+            state=fields[0].decode(),
+            threads=int(fields[17]),
+            rss_pages=int(fields[21]),
+        )
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def read_tasks() -> dict[int, Task]:
     """Every process of the machine, as /proc shows it now."""
-    tasks: dict[int, Task] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    tasks = (read_task(int(name)) for name in os.listdir("/proc") if name.isdigit())
+    return {task.pid: task for task in tasks if task is not None}
+
+
+@functools.cache
+def _children_lists() -> bool:
+    return os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def descendants(root: int) -> list[Task] | None:
+    """The live processes under `root` (itself included), read through the kernel's lists of
+    children; None where /proc has no such lists (a kernel built without them)."""
+    if not _children_lists():
+        return None
+    found: list[Task] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        task = read_task(pid)
+        if pid in seen or task is None:
             continue
+        seen.add(pid)
+        if task.state != "Z":
+            found.append(task)
         try:
-            with open(f"/proc/{name}/stat", "rb") as file:
-                data = file.read()
-            # The command name may hold spaces and parentheses: the fields follow the last ')'.
-            fields = data[data.rindex(b")") + 2 :].split()
-            tasks[int(name)] = Task(
-                pid=int(name),
-                ppid=int(fields[1]),
-                session=int(fields[3]),
-                state=fields[0].decode(),
-                threads=int(fields[17]),
-                rss_pages=int(fields[21]),
-            )
-        except (OSError, ValueError, IndexError):
-            continue  # it ended while we read
-    return tasks
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for thread in threads:  # a child belongs to the thread that forked it
+            try:
+                with open(f"/proc/{pid}/task/{thread}/children") as file:
+                    stack.extend(int(child) for child in file.read().split())
+            except (OSError, ValueError):
+                continue  # it ended while we read
+    return found
 
 
 def tree_of(root: int, tasks: dict[int, Task]) -> list[Task]:
@@ -251,6 +289,7 @@ class TreeWatch:
         self.reason: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._scanned_at = 0.0
 
     def __enter__(self) -> "TreeWatch":
         self._thread.start()
@@ -266,13 +305,22 @@ class TreeWatch:
             hit = self.cgroup.limit_hit()
             if hit:
                 return hit
-        members = tree_of(self.root, read_tasks())
+        members = self._members()
         if sum(task.threads for task in members) - self.overhead > self.limits.processes:
             return self.limits.processes_reason
         limit = self.limits.total_memory_mb * MB
         if rss_bytes(members) > limit and sum(map(_pss_bytes, members)) > limit:
             return self.limits.memory_reason
         return None
+
+    def _members(self) -> list[Task]:
+        now = time.monotonic()
+        if now - self._scanned_at < SESSION_SCAN_S:
+            found = descendants(self.root)
+            if found is not None:
+                return found
+        self._scanned_at = now
+        return tree_of(self.root, read_tasks())
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
