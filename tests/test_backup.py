@@ -290,4 +290,6 @@ def test_a_100_mb_line_is_refused_after_reading_at_most_the_limit(backend, reque
             tracemalloc.stop()
         assert str(refused.value).startswith(f"{file}:2: a line longer than")
         assert peak < 3 * MAX_LINE_BYTES < line_bytes, f"{peak:,} bytes held at once"
+        result = _cli_restore(target, tmp_path, file)
+        assert result.exit_code == 2 and "a line longer than" in result.output, result.output
         assert all(not rows for rows in table_rows(target).values())
