@@ -123,9 +123,16 @@ def backup(file: Path) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def restore(file: Path) -> None:
+@click.option(
+    "--accept-unverified",
+    is_flag=True,
+    help="Also restore a backup made before backups carried an end marker and checksum "
+    "(version 1), which cannot be told from one cut short: only once you know it is whole.",
+)
+def restore(file: Path, accept_unverified: bool) -> None:
     """Load a backup FILE into an empty database (a new data dir, or a new PostgreSQL
-    database), then build the search index. A database that holds anything is refused."""
+    database), then build the search index. A database that holds anything is refused, and so
+    is a file that does not add up (cut short, damaged, changed): nothing is written then."""
     from app.backup import BackupError
     from app.backup import restore as load
     from app.search.index import rebuild_index
@@ -136,7 +143,7 @@ def restore(file: Path) -> None:
     try:
         with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
             upgrade_schema(engine)
-            counts = load(engine, file)
+            counts = load(engine, file, accept_unverified=accept_unverified)
         state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
     except BackupError as exc:
         raise CannotRun(str(exc)) from None
@@ -210,7 +217,27 @@ def search(
     type=click.FloatRange(1, 3600),
     help="Seconds per snippet, unless the snippet sets timeout=.",
 )
-@click.option("--memory-mb", default=4096, show_default=True, type=click.IntRange(256))
+@click.option(
+    "--memory-mb",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(256),
+    help="Memory of each process of a snippet (its address space).",
+)
+@click.option(
+    "--total-memory-mb",
+    default=8192,
+    show_default=True,
+    type=click.IntRange(256),
+    help="Memory of a snippet's processes together; past it the snippet is stopped.",
+)
+@click.option(
+    "--max-processes",
+    default=512,
+    show_default=True,
+    type=click.IntRange(8),
+    help="Processes of a snippet at once, threads included; past it the snippet is stopped.",
+)
 @click.option("--python", default=sys.executable, show_default="this interpreter")
 @click.option(
     "--include-wiki",
@@ -234,6 +261,8 @@ def verify(
     jobs: int,
     timeout_s: float,
     memory_mb: int,
+    total_memory_mb: int,
+    max_processes: int,
     python: str,
     include_wiki: bool,
     unsafe_no_sandbox: bool,
@@ -288,6 +317,8 @@ def verify(
             jobs=jobs,
             timeout_s=timeout_s,
             memory_mb=memory_mb,
+            total_memory_mb=total_memory_mb,
+            max_processes=max_processes,
             on_start=started,
             on_result=None if as_json else show,
         )

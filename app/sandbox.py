@@ -12,6 +12,13 @@ working folder, home and TMPDIR are a tmpfs that disappears with it. Nothing of 
 database, the secret key or the invoking user's home is bound in; a bind that would expose one of
 them makes the sandbox unavailable instead.
 
+A snippet's whole tree is held to a number of processes by RLIMIT_NPROC, set inside the sandbox
+by a few lines of Python that then exec the snippet (`_ENTER`): the kernel counts it per user
+namespace, so it counts the snippet's tree only. It does not hold uid 0, and bubblewrap run by
+root maps the sandbox's uid to root; so under root the sandbox gets a user namespace made here
+(`_own_user_namespace`), where 0 and 65534 are themselves: bubblewrap sets up as 0, and `_ENTER`
+becomes 65534 before the snippet runs, on the host too. See `app.snippet_limits` for the rest.
+
 Whether bubblewrap works is found out by running it (`bwrap … true`) once, not assumed from its
 presence: it needs user namespaces, which some containers forbid. When it does not work,
 `Unsandboxed` runs snippets as plain subprocesses with the same small environment, and
@@ -19,6 +26,8 @@ presence: it needs user namespaces, which some containers forbid. When it does n
 unless told `--unsafe-no-sandbox`.
 """
 
+import ctypes
+import dataclasses
 import json
 import os
 import shutil
@@ -38,6 +47,24 @@ SANDBOX_WORKDIR = f"{SANDBOX_TMP}/snippet"
 SCRIPT_NAME = "snippet.py"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 PROBE_TIMEOUT_S = 60
+CLONE_NEWUSER = 0x10000000
+# bubblewrap's own processes in a snippet's tree: the one started here and its init in the
+# sandbox (both counted by the kernel's limits on the tree, neither by the snippet's).
+BWRAP_PROCESSES = 2
+
+# Runs first inside the sandbox: the limit on processes (counted in this user namespace only),
+# the drop to the sandbox's uid where bubblewrap set up as 0, then the snippet's interpreter.
+_ENTER = """
+import os, resource, sys
+processes, uid = int(sys.argv[1]), int(sys.argv[2])
+if uid >= 0:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+if processes > 0:
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+os.execv(sys.executable, [sys.executable, *sys.argv[3:]])
+"""
 
 _ASK_INTERPRETER = """
 import json, site, sys
@@ -66,6 +93,7 @@ class Launch:
     env: dict[str, str]
     cwd: str | None = None
     pass_fds: tuple[int, ...] = ()
+    runner_processes: int = 0  # processes of the runner's own in the tree (not the snippet's)
 
 
 class Runner(Protocol):
@@ -78,9 +106,14 @@ class Runner(Protocol):
         ...
 
     def python(
-        self, *, script: str | None = None, args: Sequence[str] = ()
+        self,
+        *,
+        script: str | None = None,
+        args: Sequence[str] = (),
+        max_processes: int | None = None,
     ) -> AbstractContextManager[Launch]:
-        """How to start the interpreter on `script` (its source) or on `args`."""
+        """How to start the interpreter on `script` (its source) or on `args`; where the runner
+        can, with the kernel holding its tree to a little over `max_processes`."""
         ...
 
 
@@ -116,7 +149,13 @@ class Unsandboxed:
         return f"without a sandbox ({self.why})" if self.why else "without a sandbox"
 
     @contextmanager
-    def python(self, *, script: str | None = None, args: Sequence[str] = ()) -> Iterator[Launch]:
+    def python(
+        self,
+        *,
+        script: str | None = None,
+        args: Sequence[str] = (),
+        max_processes: int | None = None,  # not set: RLIMIT_NPROC would count all the user's
+    ) -> Iterator[Launch]:
         with tempfile.TemporaryDirectory(prefix="pitfalls-snippet-") as workdir:
             home = os.path.join(workdir, "home")
             os.mkdir(home)
@@ -202,13 +241,57 @@ def _data_fds(files: Mapping[str, str]) -> Iterator[dict[str, int]]:
         yield fds
 
 
+def _ancestors(paths: Iterable[str], already: Sequence[str]) -> list[str]:
+    """The folders above `paths` that bwrap would create itself, outside `already`."""
+    found: set[str] = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and not any(_within(parent, outer) for outer in already):
+            found.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(found, key=lambda p: (p.count("/"), p))
+
+
+@contextmanager
+def _own_user_namespace() -> Iterator[int]:
+    """An open user namespace in which uids and gids 0 and SANDBOX_ID are themselves. Only root
+    can make one (it maps uids other than its own); OSError or SubprocessError otherwise."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def enter() -> None:
+        if libc.unshare(CLONE_NEWUSER) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER) failed")
+
+    holder = subprocess.Popen(
+        [shutil.which("sleep", path=SYSTEM_PATH) or "sleep", "600"],
+        preexec_fn=enter,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{holder.pid}/{name}").write_text(f"0 0 1\n{SANDBOX_ID} {SANDBOX_ID} 1\n")
+        fd = os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        holder.kill()
+        holder.wait()
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class Bubblewrap:
-    """Snippets inside `bwrap`: see the module docstring for what they can and cannot reach."""
+    """Snippets inside `bwrap`: see the module docstring for what they can and cannot reach.
+
+    `own_userns`: under root, the user namespace is made here (see the module docstring)."""
 
     bwrap: str
     interpreter: Interpreter
     keep_out: tuple[str, ...] = ()
+    own_userns: bool = False
     sandboxed: bool = field(default=True, init=False)
 
     @property
@@ -218,7 +301,12 @@ class Bubblewrap:
     def binds(self) -> tuple[list[str], list[str]]:
         """bwrap mount arguments, and every host folder they make visible."""
         args, bound = _system_mounts()
-        for path in _outermost(self.interpreter.paths, bound):
+        interpreter = _outermost(self.interpreter.paths, bound)
+        # Folders bwrap makes on the way are its setup uid's alone, which is not the snippet's
+        # uid under root: open them to all (they hold nothing but the way down).
+        for folder in _ancestors(interpreter, bound):
+            args += ["--perms", "0755", "--dir", folder]
+        for path in interpreter:
             args += ["--ro-bind", path, path]
             bound.append(path)
         for device in sorted(glob("/dev/nvidia*")):
@@ -235,25 +323,55 @@ class Bubblewrap:
                         f"binding {path} into the sandbox would expose {secret}"
                     )
 
-    def command(self, args: Sequence[str], fds: Mapping[str, int]) -> list[str]:
-        """The bwrap argv running `args`, with each sandbox path of `fds` filled from it."""
+    def _namespaces(self, userns_fd: int | None) -> list[str]:
+        if userns_fd is None:
+            return ["--unshare-all", "--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID)]
+        return [
+            *("--userns", str(userns_fd), "--unshare-ipc", "--unshare-pid", "--unshare-net"),
+            *("--unshare-uts", "--unshare-cgroup-try"),
+        ]
+
+    def _capabilities(self, userns_fd: int | None) -> list[str]:
+        if userns_fd is None:
+            return ["--cap-drop", "ALL"]
+        # For `_ENTER` to become SANDBOX_ID: becoming it leaves no capability at all.
+        return ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+
+    def entry(self, args: Sequence[str], max_processes: int | None = None) -> list[str]:
+        """The command the sandbox runs for the interpreter on `args`: through `_ENTER` where
+        a process limit is set or the uid is to be dropped."""
+        python = self.interpreter.executable
+        if max_processes is None and not self.own_userns:
+            return [python, *args]
+        # One over for the sandbox's init (counted where it has the snippet's uid), one so
+        # that the watchdog sees "more than N".
+        processes = 0 if max_processes is None else max_processes + 2
+        uid = SANDBOX_ID if self.own_userns else -1
+        return [python, "-S", "-c", _ENTER, str(processes), str(uid), *args]
+
+    def command(
+        self, args: Sequence[str], fds: Mapping[str, int], userns_fd: int | None = None
+    ) -> list[str]:
+        """The bwrap argv running `args`, with each sandbox path of `fds` filled from it, in
+        the user namespace `userns_fd` where given (else a new one)."""
         mounts, _ = self.binds()
         argv = [
             self.bwrap,
-            "--unshare-all",
+            *self._namespaces(userns_fd),
             "--hostname",
             _HOSTNAME,
-            "--uid",
-            str(SANDBOX_ID),
-            "--gid",
-            str(SANDBOX_ID),
-            "--cap-drop",
-            "ALL",
+            *self._capabilities(userns_fd),
             "--die-with-parent",
             "--new-session",
+            "--perms",
+            "01777",
             "--tmpfs",
             SANDBOX_TMP,
             *mounts,
+            "--perms",
+            "0755",
+            "--dir",
+            "/etc",
             "--ro-bind-try",
             "/etc/ld.so.cache",
             "/etc/ld.so.cache",
@@ -261,41 +379,67 @@ class Bubblewrap:
             "/proc",
             "--dev",
             "/dev",
+            "--perms",
+            "01777",
             "--tmpfs",
             "/dev/shm",
+            "--perms",
+            "0777",
             "--dir",
             SANDBOX_HOME,
+            "--perms",
+            "0777",
             "--dir",
             SANDBOX_WORKDIR,
         ]
         for path, fd in fds.items():
-            argv += ["--ro-bind-data" if path.startswith("/etc/") else "--file", str(fd), path]
+            kind = "--ro-bind-data" if path.startswith("/etc/") else "--file"
+            argv += ["--perms", "0644", kind, str(fd), path]  # readable by the snippet's uid
         return [*argv, "--chdir", SANDBOX_WORKDIR, "--", *args]
 
     @contextmanager
-    def python(self, *, script: str | None = None, args: Sequence[str] = ()) -> Iterator[Launch]:
+    def _user_namespace(self) -> Iterator[int | None]:
+        if not self.own_userns:
+            yield None
+            return
+        try:
+            with _own_user_namespace() as fd:
+                yield fd
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxUnavailable(f"cannot make a user namespace: {exc}") from None
+
+    @contextmanager
+    def python(
+        self,
+        *,
+        script: str | None = None,
+        args: Sequence[str] = (),
+        max_processes: int | None = None,
+    ) -> Iterator[Launch]:
         files = {"/etc/passwd": _PASSWD, "/etc/group": _GROUP, "/etc/hosts": _HOSTS}
-        inner = [self.interpreter.executable]
+        inner = []
         if script is not None:
             files[f"{SANDBOX_WORKDIR}/{SCRIPT_NAME}"] = script
             inner.append(SCRIPT_NAME)
-        with _data_fds(files) as fds:
+        with _data_fds(files) as fds, self._user_namespace() as userns:
             yield Launch(
-                argv=self.command([*inner, *args], fds),
+                argv=self.command(self.entry([*inner, *args], max_processes), fds, userns),
                 env=snippet_environment(
                     executable=self.interpreter.executable, home=SANDBOX_HOME, tmp=SANDBOX_TMP
                 ),
-                pass_fds=tuple(fds.values()),
+                pass_fds=(*fds.values(), *([] if userns is None else [userns])),
+                runner_processes=BWRAP_PROCESSES,
             )
 
     def try_once(self) -> None:
-        """Run `true` in this sandbox; SandboxUnavailable with bwrap's complaint if it fails."""
-        with _data_fds({"/etc/passwd": _PASSWD}) as fds:
+        """Run the interpreter in this sandbox, to the snippet's uid and under a process limit;
+        SandboxUnavailable with the complaint if that fails."""
+        with _data_fds({"/etc/passwd": _PASSWD}) as fds, self._user_namespace() as userns:
             try:
                 done = subprocess.run(
-                    self.command(["true"], fds),
+                    self.command(self.entry(["-c", "pass"], 64), fds, userns),
                     env={"PATH": SYSTEM_PATH},
-                    pass_fds=tuple(fds.values()),
+                    pass_fds=(*fds.values(), *([] if userns is None else [userns])),
                     stdin=subprocess.DEVNULL,
                     capture_output=True,
                     text=True,
@@ -319,6 +463,14 @@ def find_bubblewrap(python: str, *, keep_out: Iterable[Path | str] = ()) -> Bubb
     hidden |= {os.path.abspath(p) for p in [*keep_out, Path.home()]}
     sandbox = Bubblewrap(bwrap, describe_interpreter(python), tuple(sorted(hidden)))
     sandbox.check_binds()
+    if os.geteuid() == 0:
+        # Root is exempt from RLIMIT_NPROC: run the snippet as a uid of its own (see above).
+        own = dataclasses.replace(sandbox, own_userns=True)
+        try:
+            own.try_once()
+            return own
+        except SandboxUnavailable:
+            pass  # then bubblewrap's own namespace, where only the watchdog counts processes
     sandbox.try_once()
     return sandbox
 

@@ -2,9 +2,12 @@
 demo must exit 0, and a snippet whose requirements are not met is skipped with the reason.
 
 Each snippet runs in a fresh interpreter, inside the bubblewrap sandbox of `app.sandbox` when it
-works here, in its own temporary folder and process group, with a time limit and a memory cap;
-several run at once. One snippet that cannot be run (a bad option, an unexpected error) is a
-failed result for that snippet alone: the others still run and every result is stored.
+works here, in its own temporary folder and process group, with a time limit, a memory cap per
+process and limits on its whole tree (processes, memory in all: `app.snippet_limits`); several
+run at once. A snippet stopped by a limit fails saying which: "timed out after S s", "stopped:
+more than N processes", "stopped: more than M MB of memory in all". One snippet that cannot be
+run (a bad option, an unexpected error) is a failed result for that snippet alone: the others
+still run and every result is stored.
 
 Which snippets run: by default those of entries as their `content/` file has them (not edited in
 the wiki since ingest); the wiki's versions only when asked (`include_wiki`), and only inside the
@@ -13,11 +16,9 @@ write token can store a snippet.
 """
 
 import ast
-import contextlib
 import json
 import math
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -33,12 +34,21 @@ from app import storage
 from app.entries import content_hash
 from app.matching import SignatureMatcher, known_matches, match_paste
 from app.models import Verification
-from app.sandbox import Runner, Unsandboxed, choose_runner
+from app.sandbox import Launch, Runner, Unsandboxed, choose_runner
+from app.snippet_limits import (
+    DEFAULT_MAX_PROCESSES,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TOTAL_MEMORY_MB,
+    SnippetCgroup,
+    TreeLimits,
+    TreeWatch,
+    kill_tree,
+    limit_process,
+)
 from app.tracebacks import parse_traceback
 
 DEFAULT_TIMEOUT_S = 30
 MAX_TIMEOUT_S = 3600
-DEFAULT_MEMORY_MB = 4096
 OUTPUT_TAIL_CHARS = 600
 
 _PROBE = """
@@ -257,10 +267,11 @@ def judge_repro(entry_id: str, output: str, matcher: SignatureMatcher) -> str | 
     return None
 
 
-def _limit_memory(memory_mb: int) -> Callable[[], None]:
-    def apply() -> None:
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+def _enter_limits(limits: TreeLimits, cgroup: SnippetCgroup | None) -> Callable[[], None]:
+    def apply() -> None:  # in the new process, before it runs anything
+        if cgroup is not None:
+            cgroup.enter()
+        limit_process(limits)
 
     return apply
 
@@ -297,10 +308,14 @@ def run_snippet(
     runner: Runner | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
+    total_memory_mb: int = DEFAULT_TOTAL_MEMORY_MB,
 ) -> SnippetResult:
     """Run one snippet and judge it; never raises: what goes wrong is a failed result.
 
     `runner` says where: plain subprocesses unless given (`verify_entries` picks the sandbox).
+    `memory_mb` holds each process; `max_processes` (threads included) and `total_memory_mb`
+    the snippet's whole tree.
     """
     started = time.perf_counter()
     try:
@@ -310,7 +325,7 @@ def run_snippet(
             matcher,
             runner=runner or Unsandboxed(env.python),
             timeout_s=timeout_s,
-            memory_mb=memory_mb,
+            limits=TreeLimits(max_processes, total_memory_mb, memory_mb),
         )
     except BadOption as exc:
         return SnippetResult(snippet, "failed", str(exc))
@@ -320,6 +335,46 @@ def run_snippet(
         return SnippetResult(snippet, "failed", reason, duration)
 
 
+def _run_watched(
+    launch: Launch, limits: TreeLimits, cgroup: SnippetCgroup | None, timeout_s: float
+) -> tuple[bytes, str | None, int]:
+    """Run `launch` under the limits: its output, which limit stopped it (or None), and its
+    exit status. Nothing of its tree is left running after."""
+    process = subprocess.Popen(
+        launch.argv,
+        cwd=launch.cwd,
+        env=launch.env,
+        pass_fds=launch.pass_fds,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group and session: the tree is findable
+        preexec_fn=_enter_limits(limits, cgroup),
+    )
+    stopped: str | None = None
+    try:
+        with TreeWatch(
+            process.pid,
+            limits,
+            alive=lambda: process.returncode is None,
+            overhead=launch.runner_processes,
+            cgroup=cgroup,
+        ) as watch:
+            try:
+                output, _ = process.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_tree(process.pid)
+                output, _ = process.communicate()
+                stopped = f"timed out after {timeout_s:g} s"
+        stopped = watch.reason or (cgroup.limit_hit() if cgroup else None) or stopped
+    finally:
+        kill_tree(process.pid)  # leftovers such as DataLoader workers, or an orphan
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+    return output, stopped, process.returncode
+
+
 def _run_snippet(
     snippet: SnippetToRun,
     env: Environment,
@@ -327,38 +382,25 @@ def _run_snippet(
     *,
     runner: Runner,
     timeout_s: float,
-    memory_mb: int,
+    limits: TreeLimits,
 ) -> SnippetResult:
     reason = unmet_requirement(snippet, env)
     if reason:
         return SnippetResult(snippet, "skipped", reason)
     timeout_s = snippet_timeout(snippet, timeout_s)
     started = time.perf_counter()
-    with runner.python(script=snippet.code) as launch:
-        process = subprocess.Popen(
-            launch.argv,
-            cwd=launch.cwd,
-            env=launch.env,
-            pass_fds=launch.pass_fds,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: a timeout kills its children too
-            preexec_fn=_limit_memory(memory_mb),
-        )
+    with runner.python(script=snippet.code, max_processes=limits.processes) as launch:
+        cgroup = SnippetCgroup.create(limits, overhead=launch.runner_processes)
         try:
-            output_bytes, _ = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            duration = int((time.perf_counter() - started) * 1000)
-            return SnippetResult(snippet, "failed", f"timed out after {timeout_s:g} s", duration)
+            output_bytes, stopped, code = _run_watched(launch, limits, cgroup, timeout_s)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # leftovers such as DataLoader workers
+            if cgroup is not None:
+                cgroup.remove()
     duration = int((time.perf_counter() - started) * 1000)
     output = output_bytes.decode("utf-8", errors="replace")
-    code = process.returncode
+    if stopped:
+        tail = _tail(output)
+        return SnippetResult(snippet, "failed", f"{stopped}: {tail}" if tail else stopped, duration)
     if runner.sandboxed and 128 < code <= 128 + signal.SIGRTMAX:
         code = 128 - code  # bwrap exits 128 + N for a snippet killed by signal N
     if code < 0:
@@ -388,13 +430,22 @@ def verify_snippets(
     jobs: int = 2,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
+    total_memory_mb: int = DEFAULT_TOTAL_MEMORY_MB,
     on_result: Callable[[SnippetResult], None] | None = None,
 ) -> list[SnippetResult]:
     """Run every snippet, `jobs` at a time; results in the order of `snippets`."""
 
     def run(snippet: SnippetToRun) -> SnippetResult:
         result = run_snippet(
-            snippet, env, matcher, runner=runner, timeout_s=timeout_s, memory_mb=memory_mb
+            snippet,
+            env,
+            matcher,
+            runner=runner,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            max_processes=max_processes,
+            total_memory_mb=total_memory_mb,
         )
         if on_result:
             on_result(result)
@@ -479,6 +530,8 @@ def verify_entries(
     jobs: int = 2,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
+    total_memory_mb: int = DEFAULT_TOTAL_MEMORY_MB,
     on_start: Callable[[Environment, int], None] | None = None,
     on_result: Callable[[SnippetResult], None] | None = None,
 ) -> VerifyRun:
@@ -524,6 +577,8 @@ def verify_entries(
         jobs=jobs,
         timeout_s=timeout_s,
         memory_mb=memory_mb,
+        max_processes=max_processes,
+        total_memory_mb=total_memory_mb,
         on_result=on_result,
     )
     with Session(engine) as session:

@@ -1,14 +1,19 @@
 """The sandbox `pitfalls verify` runs snippets in: a snippet stored through the API tries to reach
 the data dir, the secret key, the parent's environment, the invoking user's home and the network,
-and reaches none of them; real snippets still pass.
+and reaches none of them; real snippets still pass. A fork bomb and ten children holding 300 MB
+each are stopped at the tree's limits, reported as such, and leave no process behind; inside the
+sandbox the kernel itself refuses the fork past the limit (under root too).
 
 Under CI a missing or broken bubblewrap fails these tests; elsewhere they are skipped.
 """
 
+import contextlib
 import glob
 import json
 import os
+import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +33,7 @@ from app.matching import SignatureMatcher
 from app.models import Verification
 from app.sandbox import Bubblewrap, SandboxUnavailable, Unsandboxed, find_bubblewrap
 from app.settings import Settings
+from app.snippet_limits import SnippetCgroup, TreeLimits
 from app.storage import create_db_engine, upgrade_schema
 from app.verification import Environment, SnippetToRun, run_snippet, verify_entries
 from tests.conftest import REPO, entry_text, require
@@ -376,3 +382,154 @@ def test_without_bwrap_content_snippets_still_run_unsandboxed(make_settings, con
     engine.dispose()
     assert [r.status for r in run.results] == ["passed"]
     assert run.sandbox == "without a sandbox (bwrap is not installed)"
+
+
+# Starts up to 2,000 processes, each sleeping under the name `tag`; a refused fork is printed
+# and tried again, so that only a limit that stops the tree ends it before its timeout.
+FORK_BOMB = """
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+started, refused = 0, 0
+for _ in range(2000):
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        if not refused:
+            print(f"fork refused after {{started}}: {{exc.strerror}}", flush=True)
+        refused += 1
+        time.sleep(0.01)
+        continue
+    if pid == 0:
+        libc.prctl(15, {tag!r}.encode(), 0, 0, 0)  # PR_SET_NAME: findable by the test
+        time.sleep(120)
+        os._exit(0)
+    started += 1
+print(f"started {{started}}", flush=True)
+time.sleep(120)
+"""
+
+# Ten children, each holding 300 MB of its own (written, so resident) under the name `tag`.
+MEMORY_HOGS = """
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+for _ in range(10):
+    if os.fork() == 0:
+        libc.prctl(15, {tag!r}.encode(), 0, 0, 0)
+        held = b"x" * (300 * 1024 * 1024)
+        time.sleep(120)
+        os._exit(0)
+    time.sleep(0.2)
+time.sleep(120)
+"""
+
+
+def _named(tag: str) -> list[int]:
+    found = []
+    for path in glob.glob("/proc/[0-9]*/comm"):
+        try:
+            if Path(path).read_text().strip() == tag:
+                found.append(int(path.split("/")[2]))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@pytest.fixture
+def process_name() -> Iterator[str]:
+    """A name for a test's snippet processes; any still running afterwards is killed."""
+    tag = f"pf{secrets.token_hex(6)}"
+    yield tag
+    for pid in _named(tag):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _left_running(tag: str) -> list[int]:
+    """Processes named `tag` still alive a moment after the run (they die as they are reaped)."""
+    for _ in range(50):
+        alive = [p for p in _named(tag) if _state(p) != "Z"]
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return alive
+
+
+def _state(pid: int) -> str:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return "Z"
+    return data[data.rindex(b")") + 2 :].split()[0].decode()
+
+
+def _run_limited(runner, code: str, **limits: int) -> tuple[str, str]:
+    snippet = SnippetToRun("mine", 0, "fix", code, {})
+    result = run_snippet(snippet, ENV, NO_MATCHER, runner=runner, timeout_s=60, **limits)
+    return result.status, result.reason
+
+
+def test_inside_the_sandbox_the_kernel_refuses_the_fork_past_the_limit(
+    sandbox: Bubblewrap, process_name: str
+):
+    # No watchdog here: the bare launch, so only the kernel's RLIMIT_NPROC can refuse a fork.
+    code = FORK_BOMB.format(tag=process_name).replace("range(2000)", "range(200)")
+    # At most 200 tries; then the parent kills its group (its children) and itself.
+    code = code.removesuffix("time.sleep(120)\n") + "os.killpg(0, 9)\n"
+    with sandbox.python(script=code, max_processes=30) as launch:
+        done = subprocess.run(
+            launch.argv,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+        )
+    found = re.search(r"fork refused after (\d+)", done.stdout)
+    assert found, done.stdout + done.stderr
+    # 30, and one more for "more than 30" (and one for bwrap's init where it has the uid).
+    assert 29 <= int(found.group(1)) <= 31, done.stdout
+    assert _left_running(process_name) == []
+
+
+@pytest.mark.parametrize("where", ["sandbox", "no sandbox"])
+def test_a_fork_bomb_is_stopped_at_the_process_limit(request, where: str, process_name: str):
+    runner = (
+        request.getfixturevalue("sandbox") if where == "sandbox" else Unsandboxed(sys.executable)
+    )
+    status, reason = _run_limited(runner, FORK_BOMB.format(tag=process_name), max_processes=40)
+    assert status == "failed"
+    assert reason.startswith("stopped: more than 40 processes"), reason
+    assert _left_running(process_name) == []
+    # The machine, and the runner, go on: the next snippet runs as ever.
+    assert _run_limited(runner, "print('still here')") == ("passed", "")
+
+
+@pytest.mark.parametrize("where", ["sandbox", "no sandbox"])
+def test_children_holding_too_much_memory_in_all_are_stopped(
+    request, where: str, process_name: str
+):
+    runner = (
+        request.getfixturevalue("sandbox") if where == "sandbox" else Unsandboxed(sys.executable)
+    )
+    status, reason = _run_limited(
+        runner, MEMORY_HOGS.format(tag=process_name), total_memory_mb=1024, memory_mb=1024
+    )
+    assert status == "failed"
+    assert reason.startswith("stopped: more than 1024 MB of memory in all"), reason
+    assert _left_running(process_name) == []
+
+
+def test_where_a_cgroup_of_our_own_can_be_made_it_holds_the_tree(process_name: str):
+    limits = TreeLimits(processes=40, total_memory_mb=1024)
+    probe = SnippetCgroup.create(limits, overhead=0)
+    if probe is None:
+        pytest.skip("no cgroup v2 with the pids and memory controllers that this process may use")
+    probe.remove()
+    status, reason = _run_limited(
+        Unsandboxed(sys.executable), FORK_BOMB.format(tag=process_name), max_processes=40
+    )
+    assert (status, reason.split(":")[0]) == ("failed", "stopped")
+    assert reason.startswith("stopped: more than 40 processes"), reason
+    assert _left_running(process_name) == []
+    assert not glob.glob(str(probe.path.parent / "pitfalls-snippet-*")), "a cgroup left behind"

@@ -262,10 +262,16 @@ def test_a_bad_option_or_an_unexpected_error_fails_that_snippet_only():
     assert run("print('ok')", timeout="-1")[0] == "failed"
 
     class Flaky(Unsandboxed):
-        def python(self, *, script: str | None = None, args: Sequence[str] = ()):
+        def python(
+            self,
+            *,
+            script: str | None = None,
+            args: Sequence[str] = (),
+            max_processes: int | None = None,
+        ):
             if script and "explode" in script:
                 raise OSError("no room left for this one")
-            return super().python(script=script, args=args)
+            return super().python(script=script, args=args, max_processes=max_processes)
 
     snippets = [
         SnippetToRun("mine", 0, "fix", "print('explode')"),
