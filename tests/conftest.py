@@ -103,6 +103,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow`: a test that starts a real server or process (e2e), or runs on PostgreSQL. The
+    quick lane, `pytest -m "not slow"`, runs the rest: every module, on SQLite, in process."""
+    slow = pytest.mark.slow
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("backend") == "postgresql"
+        if on_postgres or item.get_closest_marker("e2e"):
+            item.add_marker(slow)
+
+
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "sqlite")
