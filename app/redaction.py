@@ -104,8 +104,12 @@ _PRIVATE_KEY = (
 )
 
 # A key named like a secret, then =, :, := or =>, then its value (quoted or up to a delimiter).
+# The name must hold a secret word, or a `Type: password=…` line would be read as the pair
+# (`Type`, `password=…`) and the real one skipped.
 _PAIR = re2.compile(
-    r"""(?i)(["']?)([A-Za-z_][A-Za-z0-9_.\-]{0,80})(["']?)(\s*(?:=>|:=|=|:)\s*)"""
+    r"""(?i)(["']?)\b([A-Za-z0-9_.\-]{0,40}"""
+    r"""(?:pass|pwd|pword|secret|token|key|auth|credential|cookie|sig|sas|dsn|pat|contrase)"""
+    r"""[A-Za-z0-9_.\-]{0,40})(["']?)(\s*(?:=>|:=|=|:)\s*)"""
     r"""("[^"\n]*"|'[^'\n]*'|[^\s"',;&)}\]]+)"""
 )
 _SECRET_WORDS = words(
@@ -138,7 +142,7 @@ def _redact_pair(match: re2._Match) -> str:
     value_quoted = value[:1] in "\"'" and len(value) >= 2
     if ":" in sep and "=" not in sep and not value_quoted and not _looks_like_secret_value(value):
         return match.group(0)  # `token: expected an int`: only a value with a digit is a secret
-    if (value.startswith("<") and value.endswith(">")) or "(" in value or "[" in value:
+    if ("<" in value and ">" in value) or "(" in value or "[" in value:
         return match.group(0)  # a placeholder, or code: `tokens = tokens.reshape(-1, …`
     hidden = f"{value[0]}<secret>{value[-1]}" if value_quoted else "<secret>"
     return f"{quote}{name}{close}{sep}{hidden}"
@@ -374,9 +378,8 @@ _USER_AT_NODE = re2.compile(r"\b[A-Za-z0-9_.\-]+@([A-Za-z][A-Za-z0-9\-]*)\b")
 
 
 def _redact_scp_url(match: re2._Match) -> str:
-    _user, host, path = match.groups()
-    base = path.rstrip("/").split("/")[-1]
-    return f"<user>@{_redact_host(host)}:<path>/{base}"
+    _user, host, _path = match.groups()
+    return f"<user>@{_redact_host(host)}:<path>"  # a repository's name names its project
 
 
 def _redact_user_at_node(match: re2._Match) -> str:
@@ -469,11 +472,13 @@ def _rules_before_library() -> list[Rule]:
             ),
             r"\1 \2<user>\3",
         ),
+        (re2.compile(r"\b([ug]id=[0-9]+)\([^)\s]{1,64}\)"), r"\1(<user>)"),
         (
-            re2.compile(r"(?i)\b(user(?:name)?|login|owner|uid)(\s*[=:]\s*)([A-Za-z0-9_.\-]+)"),
+            re2.compile(
+                r"(?i)\b(user(?:name)?|login|owner)([\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9_.\-]+"
+            ),
             r"\1\2<user>",
         ),
-        (re2.compile(r"\b([ug]id=[0-9]+)\([^)\s]{1,64}\)"), r"\1(<user>)"),
         (
             re2.compile(
                 r"(?i)\b((?:logged|signed) in as:?|login as:?)\s+[A-Za-z0-9_.\-]+"
@@ -520,6 +525,9 @@ _WIDEN_CHARS = 128  # bounded, so a value repeated many times costs linear time
 _EXTEND = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.+")
 
 
+_QUOTES_REQUIRED = frozenset({"KeywordDetector", "Base64HighEntropyString", "HexHighEntropyString"})
+
+
 @cache
 def _library_plugins() -> list[object]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
@@ -552,7 +560,10 @@ def library_findings(text: str) -> set[str]:
 
     found: set[str] = set()
     for window in _library_windows(text):
+        quoted = "'" in window or '"' in window
         for plugin in _library_plugins():
+            if not quoted and type(plugin).__name__ in _QUOTES_REQUIRED:
+                continue  # they find only quoted values, and backtrack most on long words
             for secret in plugin.analyze_line(filename="paste", line=window):  # type: ignore[attr-defined]
                 value = secret.secret_value or ""
                 if len(value) < 3 or "<" in value:
