@@ -25,6 +25,7 @@ MAX_MESSAGE = 2000
 MAX_CLUSTERS = 10_000  # past it, only errors already in the inbox are counted: pastes from
 # anyone cannot grow it without bound
 
+
 class ClusterOut(BaseModel):
     fingerprint: str
     exception: str

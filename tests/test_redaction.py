@@ -275,7 +275,12 @@ def test_every_entry_example_is_still_recognised_after_redaction():
 
 
 def test_the_library_is_a_second_reader():
-    """detect-secrets finds what our rules leave: a quoted value of a secret-sounding key."""
+    """detect-secrets finds what our rules leave: a quoted value of a secret-sounding key. It
+    never checks a value with its vendor: that would send the secret over the network."""
+    from detect_secrets.settings import get_settings
+
+    verify = "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
+    assert verify not in get_settings().filters
     assert library_findings('config: contraseña = "pl4ya-del-mar"') == {"pl4ya-del-mar"}
     out = redact('ValueError: contraseña = "pl4ya-del-mar" no vale')
     assert "pl4ya" not in out and out.startswith("ValueError: contraseña = ")
