@@ -249,8 +249,8 @@ def _looks_like_node(name: str) -> bool:
 
 def _redact_host_after_word(match: re2._Match) -> str:
     word, sep, quote, value = match.groups()
-    if value.isdigit() or not any(c.isdigit() or c in "-." for c in value):
-        return match.group(0)  # `node 3 of 4`, `host memory`
+    if not value.strip("0123456789.") or not any(c.isdigit() or c in "-." for c in value):
+        return match.group(0)  # `node 3 of 4`, `server 2.3.1`, `host memory`
     if value.lower().split(".")[0] in CODE_ROOTS:
         return match.group(0)  # `same machine: torch.distributed…`
     if _IPV4.fullmatch(value):

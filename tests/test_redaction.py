@@ -247,6 +247,7 @@ ORDINARY = [
     "RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
     "already in use). 127.0.0.1:29500 and localhost:29500",
     "KeyError: 'token'",
+    "RuntimeError: the server 2.3.1 and node 4 of 8 disagree on host memory",
     "TypeError: forward() got an unexpected keyword argument 'max_tokens'",
     "ImportError: cannot import name 'secret_sharing' from 'torch.distributed'",
     "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int' in "
