@@ -72,12 +72,14 @@ def library_findings(text: str) -> set[str]:
 
 
 def redact_library_findings(text: str) -> str:
-    spans: list[tuple[int, int]] = []
-    for value in library_findings(text):
-        pattern = re2.compile("[ \t]+".join(re2.escape(part) for part in value.split()))
-        spans.extend(_widen(text, start=m.start(), end=m.end()) for m in pattern.finditer(text))
-    if not spans:
+    found = sorted(library_findings(text), key=len, reverse=True)
+    if not found:
         return text
+    # One pass for all the values (the longest first), wherever they occur in the text.
+    pattern = re2.compile(
+        "|".join("[ \t]+".join(re2.escape(part) for part in value.split()) for value in found)
+    )
+    spans = [_widen(text, start=m.start(), end=m.end()) for m in pattern.finditer(text)]
     out, at = [], 0
     for start, end in sorted(spans):
         if end <= at:
