@@ -25,7 +25,7 @@ _QUOTES_REQUIRED = frozenset({"KeywordDetector", "Base64HighEntropyString", "Hex
 
 
 @cache
-def _library_plugins() -> list[object]:
+def load_plugins() -> list[object]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
     return [plugin() for plugin in get_mapping_from_secret_type_to_class().values()]
@@ -57,7 +57,7 @@ def library_findings(text: str) -> set[str]:
     found: set[str] = set()
     for window in _library_windows(text):
         quoted = "'" in window or '"' in window
-        for plugin in _library_plugins():
+        for plugin in load_plugins():
             if not quoted and type(plugin).__name__ in _QUOTES_REQUIRED:
                 continue  # they find only quoted values, and backtrack most on long words
             for secret in plugin.analyze_line(filename="paste", line=window):  # type: ignore[attr-defined]

@@ -339,3 +339,16 @@ def test_the_inbox_stores_the_redacted_form(engine):
         assert secret not in stored, secret
     assert "<path>/train.py" in cluster.examples[0]
     assert "postgresql://<user>:<secret>@<host>/x" in cluster.examples[0]
+
+
+def test_a_server_with_the_inbox_on_loads_the_rules_before_the_first_paste(
+    make_settings, content_dir
+):
+    from fastapi.testclient import TestClient
+
+    from app.redaction_library import load_plugins
+    from app.web import create_app
+
+    load_plugins.cache_clear()
+    with TestClient(create_app(make_settings(content_dir, inbox=True))):
+        assert load_plugins.cache_info().currsize == 1
