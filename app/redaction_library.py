@@ -19,8 +19,6 @@ LIBRARY_WINDOW = 256  # the library's backtracking grows with a window's length,
 _SPACES = re2.compile(r"[ \t\f\v\r]+")
 _WIDEN_CHARS = 128  # bounded, so a value repeated many times costs linear time
 _EXTEND = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.+")
-
-
 _QUOTES_REQUIRED = frozenset({"KeywordDetector", "Base64HighEntropyString", "HexHighEntropyString"})
 
 
@@ -84,9 +82,7 @@ def redact_library_findings(text: str) -> str:
     for start, end in sorted(spans):
         if end <= at:
             continue
-        if start < at:  # overlaps the last one: already hidden up to `at`
-            start = at
-        else:
+        if start >= at:  # else it overlaps the last one, already hidden up to `at`
             out.append(text[at:start])
             out.append("<secret>")
         at = end

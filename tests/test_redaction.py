@@ -17,6 +17,7 @@ from app.matching.signature_tier import SignatureMatcher
 from app.redaction import MAX_REDACT_CHARS, cap_at_space, library_findings, redact
 from app.tracebacks import parse_traceback
 from tests.conftest import REPO_CONTENT
+from tests.hostile_inputs import hostile_text
 
 _rng = random.Random(20261201)
 ALNUM = string.ascii_letters + string.digits
@@ -295,20 +296,6 @@ def test_the_input_is_capped_at_a_space_so_no_half_key_is_left():
     assert cap_at_space("abc def", max_chars=5) == "abc"
 
 
-def _hostile(n_chars: int) -> str:
-    """Shapes that make backtracking regexes slow, many times over, in one line."""
-    unit = (
-        "api_key " + " " * 40 + "x secret_secret_secret_ password=" + "=" * 20 + ' "a"a"a'
-        " aaaa:aaaa:aaaa:aaaa:: 1.1.1.1.1.1 /a/b/c/d/e/f/g/h a-b-c-d-1-2-3 "
-        "x@y@z.z.z eyJ.eyJ. 'Authorization: Basic "
-        + "Ab1" * 12
-        + "' /home/u/"
-        + "d/" * 30
-        + " https://u:p@h-1.acme.io:80/p?a=1&b=2 ::ffff:1.2.3.4 gpu-node-1:29500 "
-    )
-    return (unit * (n_chars // len(unit) + 1))[:n_chars]
-
-
 def _cpu_seconds(text: str) -> float:
     start = time.process_time()
     redact(text, max_chars=len(text))
@@ -316,8 +303,8 @@ def _cpu_seconds(text: str) -> float:
 
 
 def test_a_hostile_megabyte_is_redacted_in_linear_time():
-    half, whole = _hostile(500_000), _hostile(1_000_000)
-    _cpu_seconds(_hostile(20_000))  # compile the rules and load the plugins first
+    half, whole = hostile_text(500_000), hostile_text(1_000_000)
+    _cpu_seconds(hostile_text(20_000))  # compile the rules and load the plugins first
     ratio = _cpu_seconds(whole) / _cpu_seconds(half)
     assert ratio < 4, ratio
 
