@@ -3,13 +3,12 @@
 When on, a paste that nothing matched leaves behind only its error: the exception type, the
 message after redaction, and the fingerprint; never the raw paste. Errors cluster by fingerprint
 with a count and first/last seen, and keep up to MAX_EXAMPLES distinct redacted messages, which
-"Start an entry" hands to the editor. Redaction takes out what identifies people and systems:
-tokens and keys, e-mail addresses, user names in home paths, host names and IP addresses.
+"Start an entry" hands to the editor. Redaction (app/redaction.py) takes out what identifies
+people and systems: keys and tokens, e-mail addresses, paths, host names, addresses, user names.
 """
 
 from datetime import datetime
 
-import re2
 from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -18,46 +17,13 @@ from sqlmodel import Session, col, func, select
 from app.fingerprints import fingerprint_of
 from app.models import InboxCluster, InboxExample, utcnow
 from app.normalization import normalize_message
+from app.redaction import cap_at_space, redact
 from app.tracebacks import ParsedPaste
 
 MAX_EXAMPLES = 20
 MAX_MESSAGE = 2000
 MAX_CLUSTERS = 10_000  # past it, only errors already in the inbox are counted: pastes from
 # anyone cannot grow it without bound
-
-# Order matters: keys and addresses before the looser host-name rule. RE2, so that a hostile
-# message of any shape is redacted in linear time.
-_REDACTIONS: list[tuple[re2._Regexp, str]] = [
-    (
-        re2.compile(
-            r"(?i)\b(bearer|token|api[_-]?key|secret|password|passwd|pwd)(\s*[=:]\s*|\s+)\S+"
-        ),
-        r"\1\2<secret>",
-    ),
-    (re2.compile(r"\b(?:pft|sk|ghp|gho|ghs|hf|xox[abp])[-_][A-Za-z0-9_\-]{8,}"), "<secret>"),
-    (re2.compile(r"\bAKIA[0-9A-Z]{16}\b"), "<secret>"),
-    (re2.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+"), "<secret>"),
-    (re2.compile(r"\b[0-9a-fA-F]{32,}\b"), "<secret>"),
-    (re2.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"), "<email>"),
-    (re2.compile(r"(/home/|/Users/|/users/)[^/\s'\"]+"), r"\1<user>"),
-    (re2.compile(r"(?i)([A-Z]:\\Users\\)[^\\\s'\"]+"), r"\1<user>"),
-    (re2.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
-    (re2.compile(r"\b(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}\b"), "<ip>"),
-    (
-        re2.compile(
-            r"\b(?:[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?\.)+"
-            r"(?:com|org|net|io|ai|dev|edu|gov|local|internal|lan|corp|cloud|cn|de|uk|fr|jp)\b"
-        ),
-        "<host>",
-    ),
-]
-
-
-def redact(text: str) -> str:
-    text = text[: MAX_MESSAGE * 2]
-    for pattern, replacement in _REDACTIONS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 class ClusterOut(BaseModel):
@@ -81,9 +47,11 @@ def record_unknown(engine: Engine, parsed: ParsedPaste) -> str | None:
     else:
         return None
     fingerprint = fingerprint_of(kind, message)
-    example = redact(message.replace("\x00", ""))[:MAX_MESSAGE]
-    shape = redact(normalize_message(message.replace("\x00", "")))[:MAX_MESSAGE]
-    kind = redact(kind.replace("\x00", ""))[:200]
+    # Cut at a space before anything else, so that no half of a key escapes its rule.
+    head = cap_at_space(message.replace("\x00", ""), max_chars=MAX_MESSAGE * 2)
+    example = redact(head)[:MAX_MESSAGE]
+    shape = redact(normalize_message(head))[:MAX_MESSAGE]
+    kind = redact(kind, max_chars=MAX_MESSAGE)[:200]
     now = utcnow()
     for _ in range(3):  # two first sightings at once: the second becomes an update
         with Session(engine) as session:

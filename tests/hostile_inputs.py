@@ -31,3 +31,17 @@ QUERIES = {
     "many two-letter wildcards": " ".join(f"c{c}*" for c in "abcdefghijklmnopqrstuvwxyz"),
     "2,000 characters": "cuda " * 400,
 }
+
+
+def hostile_text(n_chars: int) -> str:
+    """For redaction: shapes that make backtracking regexes slow, many times over, in one line."""
+    unit = (
+        "api_key " + " " * 40 + "x secret_secret_secret_ password=" + "=" * 20 + ' "a"a"a'
+        " aaaa:aaaa:aaaa:aaaa:: 1.1.1.1.1.1 /a/b/c/d/e/f/g/h a-b-c-d-1-2-3 "
+        "x@y@z.z.z eyJ.eyJ. 'Authorization: Basic "
+        + "Ab1" * 12
+        + "' /home/u/"
+        + "d/" * 30
+        + " https://u:p@h-1.acme.io:80/p?a=1&b=2 ::ffff:1.2.3.4 gpu-node-1:29500 "
+    )
+    return (unit * (n_chars // len(unit) + 1))[:n_chars]

@@ -19,6 +19,7 @@ from app import __version__
 from app.answers import MatcherCache
 from app.bootstrap import prepare_data
 from app.change_feed import FeedFollower
+from app.redaction import load_rules
 from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
@@ -94,6 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.matchers.current()
             with contextlib.suppress(IndexUnavailable):
                 app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+            if settings.inbox:
+                load_rules()
 
         await anyio.to_thread.run_sync(warm_up)
         # What start-up built (imports, the matcher, the index's readers) lives as long as the
