@@ -21,7 +21,7 @@ from app.matching.evaluation import load_corpus
 from app.matching.paste_matcher import PasteMatcher
 from app.matching.signature_tier import SignatureMatcher
 from app.redaction import load_rules, redact
-from app.redaction_library import library_findings
+from app.redaction.library import library_findings
 from app.tracebacks import parse_traceback
 from tests.hostile_inputs import hostile_text
 

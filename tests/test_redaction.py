@@ -333,7 +333,7 @@ def test_a_server_with_the_inbox_on_loads_the_rules_before_the_first_paste(
 ):
     from fastapi.testclient import TestClient
 
-    from app.redaction_library import load_plugins
+    from app.redaction.library import load_plugins
     from app.web import create_app
 
     load_plugins.cache_clear()

@@ -1,6 +1,6 @@
 """Redaction of places: URLs, IP and MAC addresses, paths and host names (app/redaction.py).
 
-Paths and hosts go by allow-list (app/redaction_lists.py): a library path (site-packages, the
+Paths and hosts go by allow-list (app/redaction/lists.py): a library path (site-packages, the
 standard library, torch's own sources) keeps its library part and a public host stays; every
 other path becomes `<path>/file.py` (the base name kept, no folder) and every other host
 `<host>`. The patterns are RE2, linear on any input; the callbacks look at one match at a time.
@@ -13,7 +13,7 @@ from functools import cache
 
 import re2
 
-from app.redaction_lists import (
+from app.redaction.lists import (
     ALLOWED_HOST_SUFFIXES,
     ALLOWED_HOSTS,
     CODE_ROOTS,

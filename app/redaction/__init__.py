@@ -3,9 +3,9 @@
 Used wherever a paste's text is kept (the inbox of unmatched errors). Two layers:
 - our own rules, in RE2 (linear time on any input): secrets in the shapes we know, key=value
   pairs, user names (here), and what secret scanners do not cover: URLs, addresses, paths and
-  hosts, by allow-list (app/redaction_places.py);
+  hosts, by allow-list (app/redaction/places.py);
 - Yelp's detect-secrets plugins, a maintained rule set, as a second reader for secrets, on
-  bounded windows of the text (app/redaction_library.py).
+  bounded windows of the text (app/redaction/library.py).
 What the matcher needs stays: the exception type, the message's wording, numbers and shapes,
 hex addresses, torch frames. The input is capped (max_chars), cut at a space so that no half of
 a secret is left behind. The order of the rules matters: the specific shapes first.
@@ -18,9 +18,9 @@ from functools import cache
 
 import re2
 
-from app.redaction_library import library_findings, load_plugins, redact_library_findings
-from app.redaction_lists import words
-from app.redaction_places import (
+from app.redaction.library import library_findings, load_plugins, redact_library_findings
+from app.redaction.lists import words
+from app.redaction.places import (
     Rule,
     address_and_path_rules,
     host_rules,
