@@ -49,7 +49,7 @@ def prepare_data(
     The index is each process's own and is brought up to date outside the lock."""
     # Imported here: a command that only reads (`pitfalls match`) never needs them.
     from app.ingest import ingest_content
-    from app.search.index import update_index
+    from app.search.index import remove_dead_builds, update_index
     from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
 
     report = None
@@ -64,9 +64,9 @@ def prepare_data(
             # Results shipped next to the entries, for snippets whose code is still the same.
             load_shipped_results(engine, settings.content_dir / SHIPPED_RESULTS_NAME)
     assert settings.index_dir is not None
-    return PrepareReport(
-        ingest=report, index=update_index(engine, settings.index_dir, settings.search_engine)
-    )
+    index = update_index(engine, settings.index_dir, settings.search_engine)
+    remove_dead_builds(settings.index_dir)  # what a killed `reindex` left behind
+    return PrepareReport(ingest=report, index=index)
 
 
 def prepare_to_read(settings: Settings, engine: Engine) -> None:

@@ -1,5 +1,6 @@
 """Search: analysis of code and Chinese, ranking, facets, paging, suggestions, index upkeep."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,33 @@ def test_marks_are_found_by_pattern_escaped_and_cut_into_two_fragments():
     assert mark_terms("nothing here", ("memori",)) == ""
     assert ">显存" not in mark_terms(text, ("memori",))  # in the text, but not a term: not marked
     assert '<mark class="match term2">显存</mark>' in marked
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_what_killed_reindexes_left_is_removed_at_the_next_start(engine, settings, content_dir):
+    """A `reindex` killed part-way leaves a generation folder without state.json, one killed
+    between its state and its swap a complete one newer than the served one; neither is ever
+    served. Once their builder's process is gone they go; a build still under way stays."""
+    import subprocess
+    import time
+
+    from app.bootstrap import prepare_data
+
+    write(content_dir, "an-entry")
+    prepare_data(settings, engine)
+    index_dir = settings.index_dir
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a process id that no longer runs
+    killed_part_way = index_dir / f"gen-{time.time_ns()}-{dead.pid}"
+    killed_part_way.mkdir()
+    (killed_part_way / "_1.seg").write_bytes(b"half a segment")
+    killed_before_swap = index_dir / f"gen-{time.time_ns()}-{dead.pid}"
+    killed_before_swap.mkdir()
+    (killed_before_swap / "state.json").write_text("{}")
+    under_way = index_dir / f"gen-{time.time_ns()}-{os.getpid()}"  # this process: alive
+    under_way.mkdir()
+
+    prepare_data(settings, engine)  # the next start
+
+    left = sorted(p.name for p in index_dir.glob("gen-*"))
+    assert left == sorted([current_generation(index_dir).name, under_way.name]), left

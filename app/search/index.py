@@ -262,20 +262,41 @@ def _generation_stamp(name: str) -> int:
 ABANDONED_BUILD_S = 600  # a generation without state.json this old is a build that died
 
 
+def _builder_alive(name: str) -> bool:
+    """Whether the process that built generation `name` (`gen-<ns>-<pid>`) still runs here."""
+    try:
+        pid = int(name.rsplit("-", 1)[1])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's process
+    return pid != 0
+
+
 def _remove_stale_generations(index_dir: Path, keep: str) -> None:
-    """Remove complete generations older than `keep`, and builds abandoned long ago. A build
-    still under way (no state.json yet) may be another process's, and is left alone.
+    """Remove complete generations older than `keep`, and builds whose builder died: killed
+    part-way (no state.json) or before its swap (newer than `keep`, never served), once their
+    process is gone or they are old. A build still under way may be another process's, and
+    is left alone.
 
     Open readers of an old generation keep working on POSIX: their files stay until closed.
     """
     newest = _generation_stamp(keep)
     for child in index_dir.glob("gen-*"):
-        if child.name == keep or _generation_stamp(child.name) >= newest:
+        if child.name == keep:
             continue
         complete = (child / STATE_FILE).exists()
         age_s = (time.time_ns() - _generation_stamp(child.name)) / 1e9
-        if complete or age_s > ABANDONED_BUILD_S:
+        if (_generation_stamp(child.name) < newest and complete) or not _builder_alive(child.name) or age_s > ABANDONED_BUILD_S:
             shutil.rmtree(child, ignore_errors=True)
+
+
+def remove_dead_builds(index_dir: Path) -> None:
+    """At start-up: what killed builds left behind (see `_remove_stale_generations`)."""
+    serving = current_generation(index_dir)
+    if serving is not None:
+        _remove_stale_generations(index_dir, keep=serving.name)
 
 
 def update_index(engine: Engine, index_dir: Path, search_engine: str | None = None) -> IndexState:
