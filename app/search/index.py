@@ -288,7 +288,8 @@ def _remove_stale_generations(index_dir: Path, keep: str) -> None:
             continue
         complete = (child / STATE_FILE).exists()
         age_s = (time.time_ns() - _generation_stamp(child.name)) / 1e9
-        if (_generation_stamp(child.name) < newest and complete) or not _builder_alive(child.name) or age_s > ABANDONED_BUILD_S:
+        served_before = _generation_stamp(child.name) < newest and complete
+        if served_before or not _builder_alive(child.name) or age_s > ABANDONED_BUILD_S:
             shutil.rmtree(child, ignore_errors=True)
 
 
