@@ -23,6 +23,7 @@ from app.normalization import normalize_message
 from app.outcomes import OutcomeStats
 from app.outcomes import stats as outcome_stats
 from app.rendering import markdown_section, render_body
+from app.torch_versions import outside_range, paste_torch_version
 from app.tracebacks import ParsedPaste, parse_traceback
 
 MAX_MATCHES = 5
@@ -131,6 +132,11 @@ class MatchOut(BaseModel):
     outcomes_all: OutcomeStats = Field(
         default_factory=OutcomeStats,
         description="Reports on whether this entry's fix worked, for every error.",
+    )
+    version_note: str | None = Field(
+        None,
+        description="Set when the paste shows a torch version outside the entry's `versions` "
+        "range: such a match is ranked after the ones whose range holds it.",
     )
 
 
@@ -301,6 +307,20 @@ class EntryPartsCache:
 entry_parts = EntryPartsCache()
 
 
+def _by_torch_version(matches: list[MatchOut], entries: dict, shown) -> list[MatchOut]:
+    """Matches whose entry's range excludes the paste's torch version go after the others
+    (in their order), each saying why."""
+    outside = []
+    for match in matches:
+        versions = entries[match.id].versions
+        if outside_range(versions, shown):
+            match.version_note = (
+                f"This entry is about torch {versions}; the paste shows torch {shown}."
+            )
+            outside.append(match)
+    return [m for m in matches if m not in outside] + outside
+
+
 def _entry_match(session: Session, entry, match, fingerprint: str | None = None) -> MatchOut:
     parts = entry_parts.get(session, entry)
     found = match.signature
@@ -355,6 +375,7 @@ def answer_paste(
             entry = entries.get(match.entry_id)
             if entry is not None and not entry.archived:
                 matches.append(_entry_match(session, entry, match, fingerprint))
+        matches = _by_torch_version(matches, entries, paste_torch_version(text))
     if not matches:
         for candidate in result.related[:MAX_RELATED]:
             entry = entries.get(candidate.entry_id)

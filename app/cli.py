@@ -405,6 +405,8 @@ def _print_answer(answer: dict, err: bool = False) -> None:
             click.echo(f"  matched: {why['matched_text']}", err=err)
         else:
             click.echo(f"  likely because of: {', '.join(match['likely_words'])}", err=err)
+        if match.get("version_note"):
+            click.echo(f"  {match['version_note']}", err=err)
         for name, value in match["captures"].items():
             click.echo(f"  {name.replace('_', ' ')}: {value}", err=err)
         if match["fix_markdown"]:
