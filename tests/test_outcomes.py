@@ -6,8 +6,10 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlmodel import Session, select
 
 from app.fingerprints import fingerprint_of
+from app.settings import load_settings
 from tests import test_wiki
 from tests.conftest import entry_text
 from tests.test_wiki import csrf_of
@@ -223,3 +225,36 @@ def test_every_voter_is_throttled_per_hour_tokens_too(make_settings, content_dir
     assert by_token == [200, 200, 200, 429]
     assert again.status_code == 200 and again.json()["replaced"]  # a change of mind is free
     assert by_address == [200, 200, 429, 429]
+
+
+def test_x_forwarded_for_is_trusted_only_from_the_proxies_named(make_settings, content_dir):
+    """Through uvicorn's own middleware, as `pitfalls serve` sets it up: by default a client on
+    loopback naming another address in X-Forwarded-For is still counted as itself."""
+    from uvicorn.config import Config
+
+    from app.cli import proxy_options
+    from app.models import Outcome
+    from app.web import create_app
+
+    (content_dir / "first-entry.md").write_text(entry_text("first-entry"), encoding="utf-8")
+    assert load_settings().forwarded_allow_ips == ""  # the default trusts nobody
+    for trusted in ("", "127.0.0.1"):  # the same data dir: the second adds to the first
+        settings = make_settings(content_dir, forwarded_allow_ips=trusted)
+        app = create_app(settings)
+        config = Config(app, log_config=None, **proxy_options(settings))
+        config.load()
+        with TestClient(config.loaded_app, client=("127.0.0.1", 5000)) as client:
+            answer = _answer(client, 1)
+            report = {
+                "fingerprint": answer["fingerprint"],
+                "id": "first-entry",
+                "worked": True,
+                "answer_token": answer["answer_token"],
+            }
+            spoofed = {"X-Forwarded-For": "203.0.113.77"}
+            made = client.post("/api/v1/outcomes", json=report, headers=spoofed)
+            assert made.status_code == 200, made.text
+            with Session(app.state.engine) as session:
+                voters = session.exec(select(Outcome.voter).order_by(Outcome.id)).all()
+            assert voters == ["addr:127.0.0.1", "addr:203.0.113.77"][: len(voters)]
+    assert len(voters) == 2
