@@ -66,8 +66,8 @@ class RemotePitfalls:
 class LocalPitfalls:
     """This process's database, matcher and index: the same inner calls the API makes.
 
-    `state` holds `engine`, `settings`, `matchers` and `search` (the web app's state, or the ones
-    `pitfalls mcp` opened); `voter()` names who reports an outcome."""
+    `state` holds `engine`, `settings`, `matchers`, `search` and `report_rules` (the web app's
+    state, or the ones `pitfalls mcp` opened); `voter()` names who reports an outcome."""
 
     def __init__(self, state, voter=None) -> None:
         self.state = state
@@ -99,7 +99,12 @@ class LocalPitfalls:
             )
         try:
             with in_force(Budget(self.settings.match_budget_ms / 1000)):
-                answer = answer_paste(text, engine=self.engine, matcher=self.matchers.current())
+                answer = answer_paste(
+                    text,
+                    engine=self.engine,
+                    matcher=self.matchers.current(),
+                    signer=self.state.report_rules.signer,
+                )
         except BudgetExceeded:
             raise SourceError(
                 f"matching took longer than {self.settings.match_budget_ms} ms and was stopped"
@@ -138,15 +143,20 @@ class LocalPitfalls:
         from app.outcomes import OutcomeRefused, record_outcome
 
         try:
-            return record_outcome(self.engine, voter=self.voter(), **report).model_dump(mode="json")
+            outcome = record_outcome(
+                self.engine, voter=self.voter(), rules=self.state.report_rules, **report
+            )
+            return outcome.model_dump(mode="json")
         except OutcomeRefused as exc:
             raise SourceError(str(exc)) from None
 
 
 def local_pitfalls(settings) -> LocalPitfalls:
     """For `pitfalls mcp` on this machine: the data dir prepared as `serve` would."""
+    from app.answer_tokens import app_secret
     from app.answers import MatcherCache
     from app.bootstrap import prepare_data
+    from app.outcomes import ReportRules
     from app.search import SearchService
     from app.storage import create_db_engine
 
@@ -156,6 +166,7 @@ def local_pitfalls(settings) -> LocalPitfalls:
         engine=engine,
         settings=settings,
         matchers=MatcherCache(engine, settings.index_check_interval_ms),
+        report_rules=ReportRules.of(settings, app_secret(settings, engine)),
         search=SearchService(
             settings.index_dir,
             engine,

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import storage
+from app.answer_tokens import AnswerSigner
 from app.change_feed import ChangeWatcher
 from app.entry_details import SnippetOut, entry_url
 from app.fingerprints import paste_fingerprint
@@ -154,6 +155,12 @@ class Answer(BaseModel):
         default=None,
         description="The error's stable id: its type and message with the values taken out, "
         "hashed (two OOMs of different sizes share one). Report outcomes with it.",
+    )
+    answer_token: str | None = Field(
+        default=None,
+        description="Signed proof that this server answered `fingerprint` with these matches "
+        "(null without matches): POST /api/v1/outcomes needs it with the fingerprint and one "
+        "of the matched ids; it is good for PITFALLS_ANSWER_TOKEN_DAYS.",
     )
     message: str
     matches: list[MatchOut] = Field(description="Signature matches first, then likely ones.")
@@ -358,9 +365,15 @@ def _entry_match(session: Session, entry, match, fingerprint: str | None = None)
 
 
 def answer_paste(
-    text: str, *, engine: Engine, matcher: PasteMatcher, parsed: ParsedPaste | None = None
+    text: str,
+    *,
+    engine: Engine,
+    matcher: PasteMatcher,
+    parsed: ParsedPaste | None = None,
+    signer: AnswerSigner | None = None,
 ) -> Answer:
-    """`parsed`, when the caller has already read `text`, saves reading it twice."""
+    """`parsed`, when the caller has already read `text`, saves reading it twice; `signer`
+    gives an answer with matches the token that outcome reports on it must send back."""
     with MATCH_SECONDS.time():
         parsed = parsed if parsed is not None else parse_traceback(text)
         result = matcher.match(parsed)
@@ -398,9 +411,13 @@ def answer_paste(
         message = FOREIGN_MESSAGE.format(library=foreign) if foreign else NO_MATCH_MESSAGE
     else:
         message = NO_ERROR_MESSAGE
+    token = None
+    if signer is not None and fingerprint and matches:
+        token = signer.issue(fingerprint=fingerprint, entry_ids=[m.id for m in matches])
     return Answer(
         known=bool(matches),
         fingerprint=fingerprint,
+        answer_token=token,
         message=message,
         matches=matches,
         related=related,

@@ -655,7 +655,7 @@ def token_revoke(token_id: int) -> None:
 @click.option(
     "--token",
     envvar="PITFALLS_TOKEN",
-    help="API token for --server (or PITFALLS_TOKEN); a write token lets outcomes be reported.",
+    help="API token for --server (or PITFALLS_TOKEN), where reading needs one.",
 )
 def mcp(server: str | None, token: str | None) -> None:
     """Serve the MCP tools over stdio, for a coding agent: match_traceback, search_pitfalls,
@@ -676,7 +676,7 @@ def mcp(server: str | None, token: str | None) -> None:
     "--forwarded-allow-ips",
     default=None,
     help="Proxy addresses whose X-Forwarded-Proto/-For are trusted, comma-separated, or * "
-    "[default: PITFALLS_FORWARDED_ALLOW_IPS, else 127.0.0.1].",
+    "[default: PITFALLS_FORWARDED_ALLOW_IPS, else none].",
 )
 def serve(
     host: str, port: int, reload: bool, workers: int, forwarded_allow_ips: str | None
@@ -703,11 +703,18 @@ def serve(
         port=port,
         reload=reload,
         workers=None if reload else workers,
-        proxy_headers=True,
-        forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
+        **proxy_options(settings, forwarded_allow_ips),
         log_config=log_config(settings),
         access_log=False,  # the app logs each request itself, with its request id
     )
+
+
+def proxy_options(settings, forwarded_allow_ips: str | None = None) -> dict:
+    """uvicorn's options for forwarded headers: read only from the proxies named (the option,
+    else PITFALLS_FORWARDED_ALLOW_IPS), none by default: trusted from anyone, a client could
+    name any address and dodge every per-address limit."""
+    trusted = (forwarded_allow_ips or settings.forwarded_allow_ips).strip()
+    return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted or None}
 
 
 def main() -> None:

@@ -3,27 +3,35 @@
 When on, a paste that nothing matched leaves behind only its error: the exception type, the
 message after redaction, and the fingerprint; never the raw paste. Errors cluster by fingerprint
 with a count and first/last seen, and keep up to MAX_EXAMPLES distinct redacted messages, which
-"Start an entry" hands to the editor. Redaction (app/redaction.py) takes out what identifies
+"Start an entry" hands to the editor. Redaction (app/redaction/) takes out what identifies
 people and systems: keys and tokens, e-mail addresses, paths, host names, addresses, user names.
+
+Nobody can fill it: one client (a login or token by name, else an address) adds at most so many
+errors an hour, counted in the database so every process shares the count, and the table holds
+at most so many clusters: a new error takes the place of the one seen least recently, so a new
+error is always recorded and what nobody sees again ages out.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
-from sqlalchemy import Engine
+from sqlalchemy import Engine, case, delete, literal, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
 from app.fingerprints import fingerprint_of
-from app.models import InboxCluster, InboxExample, utcnow
+from app.models import InboxCluster, InboxExample, LoginThrottle, UtcDateTime, utcnow
 from app.normalization import normalize_message
 from app.redaction import cap_at_space, redact
 from app.tracebacks import ParsedPaste
 
 MAX_EXAMPLES = 20
 MAX_MESSAGE = 2000
-MAX_CLUSTERS = 10_000  # past it, only errors already in the inbox are counted: pastes from
-# anyone cannot grow it without bound
+MAX_CLUSTERS = 10_000  # past it, the clusters seen least recently make room
+PER_CLIENT_PER_HOUR = 30
+ALLOWANCE_WINDOW = timedelta(hours=1)
+ALLOWANCE_KIND = "inbox"  # its rows in the shared counter table (login_throttle)
 
 
 class ClusterOut(BaseModel):
@@ -36,8 +44,76 @@ class ClusterOut(BaseModel):
     examples: list[str]  # distinct redacted messages, oldest first
 
 
-def record_unknown(engine: Engine, parsed: ParsedPaste) -> str | None:
-    """Count the paste's final error in the inbox; the fingerprint, or None without an error."""
+def take_allowance(
+    engine: Engine, *, client: str, per_hour: int, now: datetime | None = None
+) -> bool:
+    """Count one recording for `client` in its hour's window; False when it has used them all.
+
+    One conditional UPDATE does the counting, so two processes cannot both take the last one
+    (PostgreSQL re-checks the WHERE on the locked row; SQLite writes one at a time)."""
+    now = now or utcnow()
+    client = client[:100]
+    key = (
+        LoginThrottle.kind == ALLOWANCE_KIND,
+        LoginThrottle.name == client,
+        LoginThrottle.address == "",
+    )
+    window_over = col(LoginThrottle.first_at) <= now - ALLOWANCE_WINDOW
+    with Session(engine) as session:
+        dialect = session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        row = {"kind": ALLOWANCE_KIND, "name": client, "address": ""}
+        added = session.exec(
+            insert(LoginThrottle)
+            .values(**row, failures=0, first_at=now, last_at=now)
+            .on_conflict_do_nothing()
+        ).rowcount
+        if added:  # a client's first in a while: forget the clients gone quiet
+            session.exec(
+                delete(LoginThrottle).where(
+                    LoginThrottle.kind == ALLOWANCE_KIND,
+                    col(LoginThrottle.last_at) < now - 2 * ALLOWANCE_WINDOW,
+                )
+            )
+        taken = session.exec(
+            update(LoginThrottle)
+            .where(*key, window_over | (col(LoginThrottle.failures) < per_hour))
+            .values(
+                failures=case((window_over, 1), else_=LoginThrottle.failures + 1),
+                first_at=case(
+                    (window_over, literal(now, UtcDateTime())), else_=LoginThrottle.first_at
+                ),
+                last_at=now,
+            )
+        ).rowcount
+        session.commit()
+    return taken == 1
+
+
+def _make_room(session: Session, *, max_clusters: int) -> None:
+    """Drop the clusters seen least recently until one more fits under `max_clusters`."""
+    held = session.exec(select(func.count()).select_from(InboxCluster)).one()
+    if held < max_clusters:
+        return
+    oldest = session.exec(
+        select(InboxCluster.fingerprint)
+        .order_by(col(InboxCluster.last_seen), col(InboxCluster.fingerprint))
+        .limit(held - max_clusters + 1)
+    ).all()
+    session.exec(delete(InboxExample).where(col(InboxExample.fingerprint).in_(oldest)))
+    session.exec(delete(InboxCluster).where(col(InboxCluster.fingerprint).in_(oldest)))
+
+
+def record_unknown(
+    engine: Engine,
+    parsed: ParsedPaste,
+    *,
+    client: str,
+    per_hour: int = PER_CLIENT_PER_HOUR,
+    max_clusters: int = MAX_CLUSTERS,
+) -> str | None:
+    """Count the paste's final error in the inbox; the fingerprint, or None without an error
+    or when `client` has added `per_hour` errors in the past hour already."""
     if parsed.exceptions:
         last = parsed.exceptions[-1]
         kind, message = last.qualified_type, last.message
@@ -53,13 +129,13 @@ def record_unknown(engine: Engine, parsed: ParsedPaste) -> str | None:
     shape = redact(normalize_message(head))[:MAX_MESSAGE]
     kind = redact(kind, max_chars=MAX_MESSAGE)[:200]
     now = utcnow()
+    if not take_allowance(engine, client=client, per_hour=per_hour, now=now):
+        return None
     for _ in range(3):  # two first sightings at once: the second becomes an update
         with Session(engine) as session:
             cluster = session.get(InboxCluster, fingerprint)
             if cluster is None:
-                held = session.exec(select(func.count()).select_from(InboxCluster)).one()
-                if held >= MAX_CLUSTERS:
-                    return None
+                _make_room(session, max_clusters=max_clusters)
                 cluster = InboxCluster(
                     fingerprint=fingerprint,
                     exception=kind,

@@ -6,8 +6,9 @@ why, captures, the fix as Markdown and the snippets that check it), `search_pitf
 `get_pitfall`, and `report_outcome` (did the fix work). Entries are resources `pitfall://{id}`.
 
 Two transports: stdio (`pitfalls mcp`, on the local database or a server's API with `--server`)
-and streamable HTTP at `/mcp` inside the app, stateless so any replica answers any request, and
-behind the API's bearer tokens (read for lookups, write for outcomes).
+and streamable HTTP at `/mcp` inside the app, stateless so any replica answers any request, with
+the API's rights: anyone when reading is public, else a token; an outcome report needs what
+`POST /api/v1/outcomes` needs (the answer's token), nothing more.
 """
 
 import contextvars
@@ -22,6 +23,7 @@ from app import __version__
 from app.answer_sources import Pitfalls, SourceError
 from app.answers import Answer
 from app.entry_details import EntryDetails
+from app.outcomes import MAX_NOTE_SENT
 
 INSTRUCTIONS = (
     "A team's knowledge base of PyTorch pitfalls with verified fixes. When a PyTorch run fails, "
@@ -31,17 +33,20 @@ INSTRUCTIONS = (
     "entry's full text, and report_outcome once you know whether a suggested fix worked."
 )
 
-# Who the HTTP transport authenticated (the API token's principal); stdio runs as the local user.
+# Who the HTTP transport let in (the API token's principal, or anonymous on a public site) and
+# the voter its reports count for; stdio runs as the local user.
 current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "mcp_principal", default=None
 )
+current_voter: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_voter", default="")
 
 
 class OutcomeIn(BaseModel):
     fingerprint: str = Field(description="The answer's `fingerprint` for the error.")
     id: str = Field(description="The entry whose fix was tried.")
     worked: bool = Field(description="True when the fix made the error go away.")
-    note: str = Field("", max_length=500, description="What was tried, in a sentence.")
+    answer_token: str = Field(description="The answer's `answer_token`.")
+    note: str = Field("", description="What was tried, in a sentence.")
 
 
 def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
@@ -98,11 +103,21 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
     @server.tool(
         annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False)
     )
-    def report_outcome(fingerprint: str, id: str, worked: bool, note: str = "") -> dict[str, Any]:
-        """Say whether the fix of entry `id` worked for the error `fingerprint` (from
-        match_traceback); `note` says what was tried. The entry's measured rate counts it."""
-        allowed("write")
-        report = OutcomeIn(fingerprint=fingerprint, id=id, worked=worked, note=note)
+    def report_outcome(
+        fingerprint: str, id: str, worked: bool, answer_token: str, note: str = ""
+    ) -> dict[str, Any]:
+        """Say whether the fix of entry `id` worked for the error `fingerprint`: both, and
+        `answer_token`, from the match_traceback answer that suggested the entry; `note` says
+        what was tried. The entry's measured rate counts it."""
+        allowed("read")  # the API's rule: whoever may read may report on an answer they got
+        if len(note) > MAX_NOTE_SENT:
+            raise ToolError(
+                f"the note is longer than {MAX_NOTE_SENT} characters; say what was tried in a "
+                "sentence or two"
+            )
+        report = OutcomeIn(
+            fingerprint=fingerprint, id=id, worked=worked, answer_token=answer_token, note=note
+        )
         return ask("outcome", report.model_dump())
 
     @server.resource(

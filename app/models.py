@@ -229,8 +229,10 @@ class LoginSession(SQLModel, table=True):
 
 
 class LoginThrottle(SQLModel, table=True):
-    """Counted login attempts, where every process sees them: one row per (name, address) pair
-    (`kind` "pair") and one per address over all names (`kind` "address", `name` empty)."""
+    """Counted attempts, where every process sees them: logins, one row per (name, address)
+    pair (`kind` "pair") and one per address over all names (`kind` "address", `name` empty);
+    and errors added to the inbox, one row per client (`kind` "inbox", `name` the client,
+    `failures` the count in the window that began at `first_at`)."""
 
     __tablename__ = "login_throttle"
 

@@ -1,12 +1,16 @@
 """Did the fix work? Reports per (error fingerprint, entry), and the rates they make.
 
-One report per voter (a user, a token, or an anonymous address) for each (fingerprint, entry): a
-second report from the same voter replaces the first, so nobody stuffs the count. Anonymous
-voters are throttled per address. The entry page and every answer show the measured rate
-("fixed it for 14 of 16") and the notes of what did not work; signatures stay deterministic.
+A report counts only for an error the server itself answered with that entry: it carries the
+answer's signed token (`app.answer_tokens`), so nobody invents fingerprints to vote with. One
+report per voter (a user, a token, or an anonymous address) for each (fingerprint, entry): a
+second report from the same voter replaces the first, so nobody stuffs the count. Every voter
+is throttled per hour (an anonymous address more tightly). The entry page and every answer show
+the measured rate ("fixed it for 14 of 16") and the notes of what did not work; signatures stay
+deterministic.
 """
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -14,12 +18,32 @@ from sqlalchemy import Engine, case, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from app.answer_tokens import AnswerSigner, AnswerTokenRefused
 from app.models import Entry, Outcome, utcnow
 
 FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
-MAX_NOTE = 500
+MAX_NOTE = 500  # kept of a note
+MAX_NOTE_SENT = 2000  # taken in a report (longer is refused, not cut)
 ANONYMOUS_PER_HOUR = 20  # reports one address may make in an hour without a login or token
+PER_HOUR = 60  # reports one login or token may make in an hour
 NOTES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class ReportRules:
+    """What a report must carry and how many a voter may make: the app's settings and secret."""
+
+    signer: AnswerSigner
+    per_hour: int = PER_HOUR
+    anonymous_per_hour: int = ANONYMOUS_PER_HOUR
+
+    @classmethod
+    def of(cls, settings, secret: str) -> "ReportRules":
+        return cls(
+            signer=AnswerSigner(secret, max_age_s=settings.answer_token_days * 86400),
+            per_hour=settings.reports_per_hour,
+            anonymous_per_hour=settings.anonymous_reports_per_hour,
+        )
 
 
 class OutcomeRefused(Exception):
@@ -60,28 +84,32 @@ def record_outcome(
     worked: bool,
     note: str = "",
     voter: str,
+    answer_token: str,
+    rules: ReportRules,
 ) -> OutcomeOut:
+    """Store `voter`'s report on entry `id` for error `fingerprint`; OutcomeRefused (with the
+    status to answer) when the token does not vouch for it, the entry is gone, or the voter has
+    made its hour's reports."""
     if not FINGERPRINT.match(fingerprint or ""):
         raise OutcomeRefused("fingerprint must be the 16 hex digits an answer gave")
+    if len(note) > MAX_NOTE_SENT:
+        raise OutcomeRefused(
+            f"the note is longer than {MAX_NOTE_SENT} characters; say what was tried in a "
+            "sentence or two"
+        )
     note = _clean(note)
     now = utcnow()
     with Session(engine) as session:
         entry = session.get(Entry, id)
         if entry is None or entry.archived:
             raise OutcomeRefused(f"there is no entry {id!r}", status=404)
-        if voter.startswith("addr:"):
-            recent = session.exec(
-                select(func.count())
-                .select_from(Outcome)
-                .where(Outcome.voter == voter, col(Outcome.created_at) > now - timedelta(hours=1))
-            ).one()
-            if recent >= ANONYMOUS_PER_HOUR:
-                raise OutcomeRefused(
-                    f"at most {ANONYMOUS_PER_HOUR} reports an hour from one address without "
-                    "a login or token; try again later",
-                    status=429,
-                )
+        try:
+            rules.signer.check(answer_token or "", fingerprint=fingerprint, entry_id=id)
+        except AnswerTokenRefused as exc:
+            raise OutcomeRefused(str(exc), status=403 if answer_token else 422) from None
         existing = _find(session, fingerprint, id, voter)
+        if existing is None:  # replacing one's own report adds nothing to count
+            _check_allowance(session, voter=voter, rules=rules, now=now)
         replaced = existing is not None
         row = existing or Outcome(fingerprint=fingerprint, entry_id=id, voter=voter[:200])
         row.worked, row.note, row.created_at = worked, note, now
@@ -103,6 +131,21 @@ def record_outcome(
             replaced=replaced,
             for_this_error=stats(session, id, fingerprint=fingerprint),
             for_this_entry=stats(session, id),
+        )
+
+
+def _check_allowance(session: Session, *, voter: str, rules: ReportRules, now) -> None:
+    anonymous = voter.startswith("addr:")
+    allowed = rules.anonymous_per_hour if anonymous else rules.per_hour
+    recent = session.exec(
+        select(func.count())
+        .select_from(Outcome)
+        .where(Outcome.voter == voter[:200], col(Outcome.created_at) > now - timedelta(hours=1))
+    ).one()
+    if recent >= allowed:
+        who = "one address without a login or token" if anonymous else "one login or token"
+        raise OutcomeRefused(
+            f"at most {allowed} reports an hour from {who}; try again later", status=429
         )
 
 

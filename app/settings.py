@@ -110,14 +110,47 @@ class Settings(BaseSettings):
         "Atom feed and OpenSearch ids are built from it; empty means the request's own.",
     )
     forwarded_allow_ips: str = Field(
-        "127.0.0.1",
+        "",
         description="Addresses whose X-Forwarded-For/-Proto headers are trusted (a reverse "
-        "proxy's), comma-separated, or * for any.",
+        "proxy's), comma-separated, or * for any; empty trusts none (a client could otherwise "
+        "name any address and dodge the per-address limits).",
     )
     inbox: bool = Field(
         False,
         description="Keep the errors nothing matched (type, redacted message, fingerprint; "
         "never the paste) for editors at /inbox.",
+    )
+    inbox_per_client_per_hour: int = Field(
+        30,
+        ge=1,
+        le=100_000,
+        description="Unmatched errors one client (a login or token by name, else an address) "
+        "may add to the inbox in an hour; past it, its pastes are answered and not counted.",
+    )
+    inbox_max_clusters: int = Field(
+        10_000,
+        ge=1,
+        le=10_000_000,
+        description="Error clusters the inbox keeps; a new error takes the place of the one "
+        "seen least recently.",
+    )
+    answer_token_days: int = Field(
+        7,
+        ge=1,
+        le=365,
+        description="How long an answer's token lets an outcome report on it count.",
+    )
+    reports_per_hour: int = Field(
+        60,
+        ge=1,
+        le=100_000,
+        description="Outcome reports one login or token may make in an hour.",
+    )
+    anonymous_reports_per_hour: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="Outcome reports one address may make in an hour without a login or token.",
     )
     log_level: str = Field("info", description="debug, info, warning or error.")
     log_format: str = Field("text", description="text, or json for one JSON object per line.")

@@ -334,10 +334,10 @@ def _edit_flow(page) -> None:
 
 @pytest.fixture(scope="module")
 def sub_path_server(tmp_path_factory):
-    """A server told it lives under /kb, as behind a reverse proxy that passes paths unchanged."""
-    with running_server(
-        tmp_path_factory.mktemp("kb"), settings={"PITFALLS_ROOT_PATH": "/kb"}
-    ) as started:
+    """A server told it lives under /kb, as behind a reverse proxy that passes paths unchanged
+    (the proxy is this machine, so its forwarded headers are trusted)."""
+    settings = {"PITFALLS_ROOT_PATH": "/kb", "PITFALLS_FORWARDED_ALLOW_IPS": "127.0.0.1"}
+    with running_server(tmp_path_factory.mktemp("kb"), settings=settings) as started:
         yield started
 
 

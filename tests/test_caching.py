@@ -145,8 +145,13 @@ def test_an_outcome_report_shows_on_the_kept_entry_page_at_once(site: Site):
     answer = client.post(
         "/api/v1/match", json={"text": "RuntimeError: failure in first-entry number 3"}
     )
-    fingerprint = answer.json()["fingerprint"]
-    report = {"fingerprint": fingerprint, "id": "first-entry", "worked": True}
+    fingerprint, token = answer.json()["fingerprint"], answer.json()["answer_token"]
+    report = {
+        "fingerprint": fingerprint,
+        "id": "first-entry",
+        "worked": True,
+        "answer_token": token,
+    }
     assert client.post("/api/v1/outcomes", json=report, headers=site.writer).status_code == 200
     fresh = client.get("/entries/first-entry", headers={"If-None-Match": page.headers["etag"]})
     assert fresh.status_code == 200 and "Fixed it for 1 of 1" in fresh.text
@@ -168,7 +173,7 @@ def test_signed_in_callers_and_pages_that_set_a_cookie_are_never_kept(site: Site
     assert cookie.status_code == 200 and "etag" not in cookie.headers
     # An entry page opened from an answer holds the outcome form, whose CSRF token starts a
     # session: that answer carries a cookie and is not kept (each visitor gets a token of its own).
-    url = "/entries/first-entry?error=0123456789abcdef"
+    url = "/entries/first-entry?error=0123456789abcdef&answer=the-answers-token"
     first, second = site.anonymous().get(url), site.anonymous().get(url)
     assert "set-cookie" in first.headers and "set-cookie" in second.headers
     assert first.cookies["pitfalls_session"] != second.cookies["pitfalls_session"]
@@ -241,10 +246,15 @@ def test_the_same_paste_is_answered_from_memory_until_the_content_moves(site: Si
     assert client.post("/api/v1/match", json=paste).content == kept.json() == first.content
     assert len(answers) == 1 and next(iter(answers._items.values())) is kept
     # A report that the fix worked is part of the answer: the next answer counts it.
-    fingerprint = first.json()["fingerprint"]
+    fingerprint, token = first.json()["fingerprint"], first.json()["answer_token"]
     reported = client.post(
         "/api/v1/outcomes",
-        json={"fingerprint": fingerprint, "id": "first-entry", "worked": True},
+        json={
+            "fingerprint": fingerprint,
+            "id": "first-entry",
+            "worked": True,
+            "answer_token": token,
+        },
         headers=site.writer,
     )
     assert reported.status_code in (200, 201), reported.text

@@ -79,7 +79,8 @@ def test_fifty_pastes_of_five_errors_make_five_clusters(make_settings, content_d
         "OSError: [Errno 28] No space left on device: '/scratch/run{a}/ckpt_{b}.pt'",
     ]
     rng = random.Random(7)
-    with TestClient(_app(make_settings, content_dir, inbox=True)) as client:
+    allowance = {"inbox_per_client_per_hour": 50}  # one client sends all fifty
+    with TestClient(_app(make_settings, content_dir, inbox=True, **allowance)) as client:
         for n in range(50):
             values = {k: rng.randint(1, 9999) for k in "abcd"}
             paste = shapes[n % 5].format(**values)
@@ -88,3 +89,55 @@ def test_fifty_pastes_of_five_errors_make_five_clusters(make_settings, content_d
         clusters = client.get("/api/v1/inbox", headers=wiki.bearer("ci-bot")).json()
     assert len(clusters) == 5 and sorted(c["count"] for c in clusters) == [10] * 5
     assert all(2 <= len(c["examples"]) <= 10 for c in clusters)
+
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+
+
+def _inbox(wiki: test_wiki.Wiki) -> list[dict]:
+    return wiki.client.get("/api/v1/inbox", headers=wiki.bearer("ci-bot")).json()
+
+
+def test_one_client_adds_at_most_its_hourly_allowance(make_settings, content_dir):
+    app = _app(make_settings, content_dir, inbox=True, inbox_per_client_per_hour=3)
+    with TestClient(app, client=("203.0.113.1", 5000)) as flooder:
+        wiki = test_wiki.Wiki(flooder, content_dir)
+        for word in WORDS[:6]:  # six new errors from one address: the answers still come
+            answer = flooder.post("/api/v1/match", json={"text": f"ValueError: flood {word}"})
+            assert answer.status_code == 200 and answer.json()["known"] is False
+        other = TestClient(app, client=("198.51.100.2", 5000))
+        other.post("/api/v1/match", json={"text": "KeyError: 'another person's error'"})
+        # A token is a client by its name, whatever address it comes from.
+        for word in WORDS[:4]:
+            flooder.post(
+                "/api/v1/match",
+                json={"text": f"OSError: bot error {word}"},
+                headers=wiki.bearer("ci-bot"),
+            )
+        messages = [c["message"] for c in _inbox(wiki)]
+    assert sum("flood" in m for m in messages) == 3
+    assert "'another person's error'" in messages
+    assert sum("bot error" in m for m in messages) == 3
+
+
+def test_a_full_inbox_makes_room_by_dropping_the_least_recently_seen(make_settings, content_dir):
+    app = _app(make_settings, content_dir, inbox=True, inbox_max_clusters=3)
+    errors = [f"ValueError: distinct failure {word}" for word in WORDS[:3]]
+    with TestClient(app) as client:
+        wiki = test_wiki.Wiki(client, content_dir)
+        for error in errors:
+            client.post("/api/v1/match", json={"text": error})
+        client.post("/api/v1/match", json={"text": errors[0]})  # alpha seen again: beta oldest
+        client.post("/api/v1/match", json={"text": "ValueError: distinct failure delta"})
+        kept = {c["message"]: c["count"] for c in _inbox(wiki)}
+        with client.app.state.engine.connect() as connection:
+            rows = connection.execute(text("SELECT message FROM inbox_example")).scalars()
+            examples = sorted(rows)
+    assert kept == {
+        "distinct failure alpha": 2,
+        "distinct failure gamma": 1,
+        "distinct failure delta": 1,
+    }
+    assert examples == sorted(
+        ["distinct failure alpha", "distinct failure gamma", "distinct failure delta"]
+    )

@@ -19,6 +19,7 @@ from app import __version__
 from app.answers import MatcherCache
 from app.bootstrap import prepare_data
 from app.change_feed import FeedFollower
+from app.outcomes import ReportRules
 from app.redaction import load_rules
 from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
@@ -135,6 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         root_path=settings.root_path,
     )
     app.state.settings = settings
+    # Answer tokens are signed with the session's key (salted apart): every replica shares it.
+    app.state.report_rules = ReportRules.of(settings, secret)
     app.state.content_marks = MarkReader()  # the page and answer caches' content mark
     app.state.answers = AnswerCache()
     templates = Jinja2Templates(

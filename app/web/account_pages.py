@@ -64,7 +64,7 @@ async def login(request: Request):
     form = await form_fields(request)
     name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
     # The peer's address; behind a reverse proxy, uvicorn puts the X-Forwarded-For address here
-    # when the proxy is trusted (--forwarded-allow-ips, 127.0.0.1 by default).
+    # when the proxy is trusted (--forwarded-allow-ips; none by default).
     address = request.client.host if request.client else "unknown"
     error, retry_after = "Wrong name or password.", None
     try:

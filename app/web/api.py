@@ -22,7 +22,7 @@ from app.inbox import ClusterOut
 from app.inbox import clusters as inbox_clusters
 from app.matching import SignatureMatcher
 from app.models import utc_iso
-from app.outcomes import ANONYMOUS_PER_HOUR, OutcomeOut, OutcomeRefused, record_outcome
+from app.outcomes import MAX_NOTE_SENT, OutcomeOut, OutcomeRefused, record_outcome
 from app.rendering import render_body
 from app.search import SearchService
 from app.search.index import read_state
@@ -598,7 +598,15 @@ class OutcomeWrite(BaseModel):
     fingerprint: str = Field(description="The answer's `fingerprint` for the error.")
     id: str = Field(description="The entry whose fix was tried.")
     worked: bool = Field(description="True when the fix made the error go away.")
-    note: str = Field("", max_length=2000, description="What was tried (kept to 500 characters).")
+    answer_token: str = Field(
+        "",
+        description="The answer's `answer_token`: proof that the server answered this "
+        "fingerprint with this entry. Without it, or with one for another entry or error, or "
+        "older than PITFALLS_ANSWER_TOKEN_DAYS, the report is refused (422, 403).",
+    )
+    note: str = Field(
+        "", max_length=MAX_NOTE_SENT, description="What was tried (kept to 500 characters)."
+    )
 
 
 def voter_of(request: Request) -> str:
@@ -612,9 +620,13 @@ def voter_of(request: Request) -> str:
 @router.post(
     "/outcomes",
     summary="Report whether an entry's fix worked for an error",
-    description="One report per voter (user, token, or address) for each error and entry; a "
-    "second replaces the first. Without a login or token, an address may report "
-    f"{ANONYMOUS_PER_HOUR} times an hour. The answer holds the entry's measured rates.",
+    description="Only for an entry that an answer of this server gave for this error: send "
+    "the answer's `fingerprint` and `answer_token` with the entry's `id` (422 without the token; "
+    "403 for a token of another entry or error, or an old one). One report per voter (user, "
+    "token, or address) for each error and entry; a second replaces the first. A login or token "
+    "may report PITFALLS_REPORTS_PER_HOUR times an hour, an address without one "
+    "PITFALLS_ANONYMOUS_REPORTS_PER_HOUR (429 past it). The answer holds the entry's measured "
+    "rates.",
     responses=errors(400, 403, 404, 422, 429, 503),
 )
 async def report_outcome(request: Request) -> OutcomeOut:
@@ -637,6 +649,8 @@ async def report_outcome(request: Request) -> OutcomeOut:
             worked=body.worked,
             note=body.note,
             voter=voter,
+            answer_token=body.answer_token,
+            rules=request.app.state.report_rules,
         )
     except OutcomeRefused as exc:
         raise HTTPException(exc.status, str(exc)) from None

@@ -25,7 +25,6 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from app import storage
 from app.accounts import (
     ANONYMOUS,
     AccountDisabled,
@@ -37,6 +36,7 @@ from app.accounts import (
     token_principal,
     user_principal,
 )
+from app.answer_tokens import app_secret
 from app.models import User
 from app.settings import Settings
 from app.web.limits import decoded, form_fields_of, read_write_body
@@ -51,18 +51,8 @@ class LoginRequired(Exception):
 
 
 def session_secret(settings: Settings, engine: Engine) -> str:
-    """PITFALLS_SECRET_KEY, else the key stored in the database (shared by every replica): the
-    data dir's old key file when there is one (nobody is logged out by an upgrade), else new."""
-    if settings.secret_key:
-        return settings.secret_key
-    legacy = settings.data_dir / "secret_key"
-    try:
-        candidate = legacy.read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, UnicodeDecodeError):
-        candidate = ""
-    if len(candidate) < 32:
-        candidate = secrets.token_urlsafe(48)
-    return storage.shared_secret(engine, name="session", candidate=candidate)
+    """The key that signs session cookies: the app's secret (`app.answer_tokens.app_secret`)."""
+    return app_secret(settings, engine)
 
 
 def bearer_token(request: Request) -> str | None:

@@ -169,11 +169,12 @@ async def current_mark(state) -> storage.ContentMark:
 class KeptAnswer:
     """An answer and, once asked for, its JSON (encoded once however often it is served)."""
 
-    __slots__ = ("_json", "answer")
+    __slots__ = ("_json", "answer", "made_at")
 
     def __init__(self, answer) -> None:
         self.answer = answer
         self._json: bytes | None = None
+        self.made_at = time.monotonic()
 
     def json(self) -> bytes:
         if self._json is None:
@@ -184,10 +185,12 @@ class KeptAnswer:
 class AnswerCache:
     """Answers to pastes by the paste's digest and the content mark: the same error pasted
     again (a CI job failing the same way, a team hitting one bug) is answered from memory. A
-    bounded LRU; used from the event loop."""
+    bounded LRU; used from the event loop. An answer is kept at most `max_age_s`, so that the
+    answer token it carries is never much older than the answer served."""
 
-    def __init__(self, max_entries: int = 512) -> None:
+    def __init__(self, max_entries: int = 512, max_age_s: float = 3600) -> None:
         self.max_entries = max_entries
+        self.max_age_s = max_age_s
         self._items: OrderedDict[tuple, KeptAnswer] = OrderedDict()
 
     def __len__(self) -> int:
@@ -200,6 +203,9 @@ class AnswerCache:
 
     def get(self, key: tuple) -> KeptAnswer | None:
         kept = self._items.get(key)
+        if kept is not None and time.monotonic() - kept.made_at > self.max_age_s:
+            del self._items[key]
+            return None
         if kept is not None:
             self._items.move_to_end(key)
         return kept

@@ -77,14 +77,25 @@ async def _answer(request: Request, text: str, record: bool = True) -> KeptAnswe
 
 async def _work_out(request: Request, text: str, record: bool) -> Answer:
     state = request.app.state
+    client = voter_of(request) if record and state.settings.inbox else ""
 
     def work() -> Answer:
         parsed = parse_traceback(text)
         answer = answer_paste(
-            text, engine=state.engine, matcher=state.matchers.current(), parsed=parsed
+            text,
+            engine=state.engine,
+            matcher=state.matchers.current(),
+            parsed=parsed,
+            signer=state.report_rules.signer,
         )
         if record and state.settings.inbox and not answer.known:
-            record_unknown(state.engine, parsed)
+            record_unknown(
+                state.engine,
+                parsed,
+                client=client,
+                per_hour=state.settings.inbox_per_client_per_hour,
+                max_clusters=state.settings.inbox_max_clusters,
+            )
         return answer
 
     return await run_within_budget(
@@ -102,7 +113,8 @@ async def _work_out(request: Request, text: str, record: bool) -> Answer:
         '`"tier": "likely"` (no signature matched; the entry covers the error, with a calibrated '
         "confidence above the threshold). Empty when nothing matches; then `related` may hold "
         "entries that cover part of the error, and `foreign` names the library an error comes "
-        "from when it is not PyTorch. The paste is not stored."
+        "from when it is not PyTorch. With matches, `answer_token` is what a report to "
+        "`POST /api/v1/outcomes` on one of them sends back. The paste is not stored."
     ),
     openapi_extra=_BODY_DOC,
 )
@@ -286,7 +298,7 @@ async def match_page(request: Request, settings: SettingsDep):
 @router.post("/outcomes", include_in_schema=False)
 async def outcome_form(request: Request):
     """ "Fixed it" / "Didn't help" from the answer or the entry page: a form with its CSRF
-    token, throttled per address like the API; back to the entry's reports."""
+    token and the answer's token, throttled like the API; back to the entry's reports."""
     await check_csrf(request)
     form = await form_fields(request)
     entry_id = form.get("id", "")
@@ -299,6 +311,8 @@ async def outcome_form(request: Request):
             worked=form.get("worked") == "yes",
             note=form.get("note", ""),
             voter=voter_of(request),
+            answer_token=form.get("answer_token", ""),
+            rules=request.app.state.report_rules,
         )
     except OutcomeRefused as exc:
         raise HTTPException(exc.status, str(exc)) from None
