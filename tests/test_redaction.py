@@ -315,7 +315,7 @@ def test_the_inbox_stores_the_redacted_form(engine):
         "(10.2.3.44) via postgresql://bob:pw@db.internal/x, see /nfs/home2/dave/proj/train.py"
     )
     parsed = parse_traceback(_paste(line))
-    fingerprint = record_unknown(engine, parsed)
+    fingerprint = record_unknown(engine, parsed, client="addr:127.0.0.1")
     from sqlmodel import Session
 
     with Session(engine) as session:
