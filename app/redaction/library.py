@@ -26,7 +26,8 @@ _QUOTES_REQUIRED = frozenset({"KeywordDetector", "Base64HighEntropyString", "Hex
 def load_plugins() -> list[object]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    return [plugin() for plugin in get_mapping_from_secret_type_to_class().values()]
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
+    return [plugin() for plugin in classes]
 
 
 def _library_windows(text: str) -> Iterator[str]:
