@@ -158,7 +158,10 @@ def test_the_shortest_oom_message_is_claimed_by_its_entry(matcher, text):
         ),
         (
             "OSError: [Errno 12] Cannot allocate memory",
+            # A DataLoader starting its workers: a fork alone (a gunicorn worker) is not this.
             "Traceback (most recent call last):\n"
+            '  File "/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", '
+            "line 1042, in __init__\n    w.start()\n"
             '  File "/usr/lib/python3.10/multiprocessing/popen_fork.py", line 66, in _launch\n'
             "    self.pid = os.fork()\nOSError: [Errno 12] Cannot allocate memory",
             "dataloader-cow-memory",
