@@ -47,9 +47,13 @@ def browser():
 
 
 def _superseded(request) -> bool:
-    """A draft check or the favicon still in flight when the page navigates (a save, a click)
-    is cancelled by the browser: the page no longer needs it."""
-    cancellable = request.url.endswith(("/api/v1/drafts/check", "/static/favicon.svg"))
+    """A draft check, a search-as-you-type or the favicon still in flight when the page
+    navigates (a save, a click, Enter) is cancelled by the browser: the page no longer needs
+    it. On a busy machine the as-you-type search is often still running when Enter is pressed."""
+    path = request.url.split("?", 1)[0]
+    cancellable = path.endswith(("/api/v1/drafts/check", "/static/favicon.svg")) or (
+        path.endswith("/api/v1/search") and "limit=8" in request.url
+    )
     return cancellable and "ABORTED" in (request.failure or "")
 
 
