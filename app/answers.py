@@ -317,7 +317,9 @@ entry_parts = EntryPartsCache()
 def _by_torch_version(matches: list[MatchOut], entries: dict, shown) -> list[MatchOut]:
     """Matches whose entry's range excludes the paste's torch version go after the others
     (in their order), each saying why."""
-    outside = []
+    if shown is None:
+        return matches
+    inside, outside = [], []
     for match in matches:
         versions = entries[match.id].versions
         if outside_range(versions, shown):
@@ -325,7 +327,9 @@ def _by_torch_version(matches: list[MatchOut], entries: dict, shown) -> list[Mat
                 f"This entry is about torch {versions}; the paste shows torch {shown}."
             )
             outside.append(match)
-    return [m for m in matches if m not in outside] + outside
+        else:
+            inside.append(match)
+    return inside + outside
 
 
 def _entry_match(session: Session, entry, match, fingerprint: str | None = None) -> MatchOut:
