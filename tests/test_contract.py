@@ -287,3 +287,50 @@ def test_the_openapi_document_is_served(wiki: Wiki):
     put = paths["/api/v1/entries/{entry_id}"]["put"]
     assert {"401", "403", "404", "409", "412", "413", "422", "428"} <= set(put["responses"])
     assert "W/" in put["description"]
+
+
+# ---- the OpenAPI states what the server refuses -------------------------------------------------
+
+
+def _operation(spec: dict, method: str, path: str) -> dict:
+    return spec["paths"][path][method]
+
+
+def _parameter(operation: dict, name: str) -> dict:
+    return next(p for p in operation["parameters"] if p["name"] == name)["schema"]
+
+
+def test_the_openapi_states_the_bounds_the_server_enforces(wiki: Wiki):
+    """Each request shape that the schema allowed and the server refused (an audit found nine):
+    numbers past what a database column holds, an empty form, a report without its body, token
+    or a well-formed fingerprint. The schemathesis run (tests/test_schemathesis.py) checks the
+    whole document; this checks the nine in the quick lane."""
+    client = wiki.anonymous()
+    spec = client.get("/openapi.json").json()
+    largest = 2**63 - 1
+    bounded = [
+        ("get", "/api/v1/changes", "before"),
+        ("get", "/api/v1/entries/{entry_id}/diff", "from"),
+        ("get", "/api/v1/entries/{entry_id}/diff", "to"),
+        ("get", "/api/v1/entries/{entry_id}/revisions/{number}", "number"),
+        ("post", "/api/v1/entries/{entry_id}/revisions/{number}/restore", "number"),
+    ]
+    for method, path, name in bounded:
+        schema = _parameter(_operation(spec, method, path), name)
+        schema = next((s for s in schema.get("anyOf", [schema]) if s.get("type") == "integer"))
+        assert schema.get("maximum") == largest, (path, name, schema)
+    # ...and a number past it is a plain 422 from validation, not a database error.
+    too_large = client.get(f"/api/v1/changes?before={largest + 1}")
+    assert too_large.status_code == 422 and "before" in too_large.text
+    assert client.get(f"/api/v1/entries/first-entry/revisions/{largest + 1}").status_code == 422
+
+    form = _operation(spec, "post", "/api/v1/match")["requestBody"]["content"]
+    text = form["application/x-www-form-urlencoded"]["schema"]["properties"]["text"]
+    assert text.get("pattern") == r"\S"
+
+    report = _operation(spec, "post", "/api/v1/outcomes").get("requestBody")
+    assert report is not None and report["required"], "the report's body is not documented"
+    fields = report["content"]["application/json"]["schema"]
+    assert {"fingerprint", "id", "worked", "answer_token"} <= set(fields["required"])
+    assert fields["properties"]["answer_token"].get("minLength") == 1
+    assert fields["properties"]["fingerprint"].get("pattern") == "^[0-9a-f]{16}$"

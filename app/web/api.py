@@ -22,12 +22,12 @@ from app.inbox import ClusterOut
 from app.inbox import clusters as inbox_clusters
 from app.matching import SignatureMatcher
 from app.models import utc_iso
-from app.outcomes import MAX_NOTE_SENT, OutcomeOut, OutcomeRefused, record_outcome
+from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, OutcomeRefused, record_outcome
 from app.rendering import render_body
 from app.search import SearchService
 from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE, Editor, check_csrf, get_principal, read_access
-from app.web.deps import SearchDep, SessionDep, SettingsDep
+from app.web.deps import MAX_STORED_INT, RevisionNumber, SearchDep, SessionDep, SettingsDep
 from app.web.limits import decoded, read_write_body
 from app.web.paths import site_path
 from app.wiki import (
@@ -518,7 +518,7 @@ def revisions(entry_id: str, session: SessionDep) -> list[RevisionOut]:
     summary="One revision with its Markdown",
     responses=errors(404, 422),
 )
-def revision(entry_id: str, number: int, session: SessionDep) -> RevisionDetail:
+def revision(entry_id: str, number: RevisionNumber, session: SessionDep) -> RevisionDetail:
     return revision_detail(session, entry_id, number)
 
 
@@ -531,7 +531,7 @@ def revision(entry_id: str, number: int, session: SessionDep) -> RevisionDetail:
 )
 async def restore_revision(
     entry_id: str,
-    number: int,
+    number: RevisionNumber,
     request: Request,
     response: Response,
     session: SessionDep,
@@ -548,7 +548,9 @@ async def restore_revision(
 def changes(
     session: SessionDep,
     limit: int = Query(50, ge=1, le=500),
-    before: int | None = Query(None, ge=1, description="Only changes older than this seq"),
+    before: int | None = Query(
+        None, ge=1, le=MAX_STORED_INT, description="Only changes older than this seq"
+    ),
 ) -> list[ChangeOut]:
     return recent_changes(session, limit=limit, before=before)
 
@@ -595,14 +597,16 @@ def draft_out(
 
 
 class OutcomeWrite(BaseModel):
-    fingerprint: str = Field(description="The answer's `fingerprint` for the error.")
+    fingerprint: str = Field(
+        pattern=FINGERPRINT.pattern, description="The answer's `fingerprint` for the error."
+    )
     id: str = Field(description="The entry whose fix was tried.")
     worked: bool = Field(description="True when the fix made the error go away.")
     answer_token: str = Field(
-        "",
+        min_length=1,
         description="The answer's `answer_token`: proof that the server answered this "
-        "fingerprint with this entry. Without it, or with one for another entry or error, or "
-        "older than PITFALLS_ANSWER_TOKEN_DAYS, the report is refused (422, 403).",
+        "fingerprint with this entry. Without it the request is invalid (422); with one for "
+        "another entry or error, or older than PITFALLS_ANSWER_TOKEN_DAYS, it is refused (403).",
     )
     note: str = Field(
         "", max_length=MAX_NOTE_SENT, description="What was tried (kept to 500 characters)."
@@ -627,7 +631,17 @@ def voter_of(request: Request) -> str:
     "may report PITFALLS_REPORTS_PER_HOUR times an hour, an address without one "
     "PITFALLS_ANONYMOUS_REPORTS_PER_HOUR (429 past it). The answer holds the entry's measured "
     "rates.",
-    responses=errors(400, 403, 404, 422, 429, 503),
+    openapi_extra=_json_body(
+        OutcomeWrite,
+        {
+            "fingerprint": "9f2c4e1a7b3d5f60",
+            "id": "view-non-contiguous",
+            "worked": True,
+            "answer_token": "...",
+            "note": "",
+        },
+    ),
+    responses=errors(400, 403, 404, 413, 422, 429, 503),
 )
 async def report_outcome(request: Request) -> OutcomeOut:
     # A browser's session (a cookie) must send its CSRF token: another site's form could

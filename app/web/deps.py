@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlmodel import Session
 
 from app.search import SearchService
@@ -28,3 +28,11 @@ async def get_search(request: Request) -> SearchService:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 SearchDep = Annotated[SearchService, Depends(get_search)]
+
+
+# The largest integer a database column holds (SQLite and PostgreSQL `bigint`: signed 64 bits).
+# A larger revision number or sequence is one that cannot exist: declaring the bound lets the
+# OpenAPI say so, and the request is refused as invalid (422) before any query is built.
+MAX_STORED_INT = 2**63 - 1
+
+RevisionNumber = Annotated[int, Path(ge=1, le=MAX_STORED_INT, description="A revision number.")]

@@ -47,7 +47,8 @@ _BODY_DOC = {
                 "schema": {
                     "type": "object",
                     "required": ["text"],
-                    "properties": {"text": {"type": "string"}},
+                    # Not empty, and not only white space: a form sent with nothing pasted.
+                    "properties": {"text": {"type": "string", "pattern": "\\S"}},
                 }
             },
         },

@@ -12,7 +12,7 @@ from app.catalog import NotFound
 from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.web.api import DraftOut, draft_out, errors
 from app.web.auth import Editor, read_access
-from app.web.deps import SessionDep
+from app.web.deps import MAX_STORED_INT, SessionDep
 from app.wiki import RevisionDiff, revision_diff
 
 router = APIRouter(
@@ -105,7 +105,7 @@ def new_entry(
 def diff(
     entry_id: str,
     session: SessionDep,
-    old: int = Query(..., alias="from", ge=1),
-    new: int = Query(..., alias="to", ge=1),
+    old: int = Query(..., alias="from", ge=1, le=MAX_STORED_INT),
+    new: int = Query(..., alias="to", ge=1, le=MAX_STORED_INT),
 ) -> RevisionDiff:
     return revision_diff(session, entry_id, old, new)

@@ -17,7 +17,7 @@ from app.catalog import NotFound
 from app.diffs import side_by_side
 from app.inbox import clusters as inbox_clusters
 from app.web.auth import Editor, form_fields, read_access
-from app.web.deps import SessionDep
+from app.web.deps import MAX_STORED_INT, RevisionNumber, SessionDep
 from app.web.pages import render
 from app.web.paths import public_base, see_other
 from app.web.wiki_api import MAX_PREFILL_MESSAGE, edit_source, editor_state, new_entry_source
@@ -246,7 +246,7 @@ async def archive_entry(request: Request, entry_id: str, session: SessionDep, pr
 
 @router.post("/entries/{entry_id}/revisions/{number}/restore", response_class=HTMLResponse)
 async def restore_revision(
-    entry_id: str, number: int, request: Request, session: SessionDep, principal: Editor
+    entry_id: str, number: RevisionNumber, request: Request, session: SessionDep, principal: Editor
 ):
     try:
         await request.app.state.writes.run(
@@ -291,7 +291,7 @@ def history(entry_id: str, request: Request, session: SessionDep):
 
 
 @router.get("/entries/{entry_id}/revisions/{number}", response_class=HTMLResponse)
-def revision_page(entry_id: str, number: int, request: Request, session: SessionDep):
+def revision_page(entry_id: str, number: RevisionNumber, request: Request, session: SessionDep):
     revision = revision_detail(session, entry_id, number)
     entry = storage.get_entry(session, entry_id)
     return render(
@@ -307,8 +307,8 @@ def diff_page(
     entry_id: str,
     request: Request,
     session: SessionDep,
-    old: int = Query(..., alias="from", ge=1),
-    new: int = Query(..., alias="to", ge=1),
+    old: int = Query(..., alias="from", ge=1, le=MAX_STORED_INT),
+    new: int = Query(..., alias="to", ge=1, le=MAX_STORED_INT),
 ):
     before = revision_detail(session, entry_id, old)
     after = revision_detail(session, entry_id, new)
@@ -320,7 +320,9 @@ def diff_page(
 
 
 @router.get("/changes", response_class=HTMLResponse)
-def changes_page(request: Request, session: SessionDep, before: int | None = Query(None, ge=1)):
+def changes_page(
+    request: Request, session: SessionDep, before: int | None = Query(None, ge=1, le=MAX_STORED_INT)
+):
     changes = recent_changes(session, limit=50, before=before)
     older = changes[-1].seq if len(changes) == 50 else None
     return render(
