@@ -317,7 +317,7 @@ def test_the_openapi_states_the_bounds_the_server_enforces(wiki: Wiki):
     ]
     for method, path, name in bounded:
         schema = _parameter(_operation(spec, method, path), name)
-        schema = next((s for s in schema.get("anyOf", [schema]) if s.get("type") == "integer"))
+        schema = next(s for s in schema.get("anyOf", [schema]) if s.get("type") == "integer")
         assert schema.get("maximum") == largest, (path, name, schema)
     # ...and a number past it is a plain 422 from validation, not a database error.
     too_large = client.get(f"/api/v1/changes?before={largest + 1}")
