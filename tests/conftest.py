@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, upgrade_schema
 from tests.postgres import PostgresServer
+from tests.prepared import prepare_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_CONTENT = REPO / "content"
@@ -170,8 +171,14 @@ def engine(settings: Settings) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def real_settings(make_settings, repo_content: Path) -> Settings:
-    return make_settings(repo_content)
+def real_settings(
+    make_settings, repo_content: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """Settings over a private copy of the repository's entries, with its data dir prepared
+    (on SQLite: a copy of one built once per session, see `prepare_data_dir`)."""
+    settings = make_settings(repo_content)
+    prepare_data_dir(settings, tmp_path_factory)
+    return settings
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from app.settings import load_settings
 from app.tracebacks import parse_traceback
 from app.web.limits import form_fields_of, unquote_form_value
 from tests.conftest import REPO_CONTENT
+from tests.prepared import prepare_data_dir
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +129,14 @@ def test_without_a_budget_a_crafted_line_parses_at_once():
     assert parsed.final is not None and parsed.final.message == "boom"
 
 
-def test_a_paste_past_its_budget_is_a_503_with_a_sentence(make_settings, repo_content):
+def test_a_paste_past_its_budget_is_a_503_with_a_sentence(
+    make_settings, repo_content, tmp_path_factory
+):
     from app.web import create_app
 
-    app = create_app(make_settings(repo_content, match_budget_ms=50))
+    settings = make_settings(repo_content, match_budget_ms=50)
+    prepare_data_dir(settings, tmp_path_factory)
+    app = create_app(settings)
     with TestClient(app) as client:
         response = client.post(
             "/api/v1/match", content=("ValueError: \n[1,\n" * 55_000).encode(), headers={}

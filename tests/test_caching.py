@@ -345,10 +345,13 @@ def test_kept_pages_cost_no_query_yet_a_write_elsewhere_shows_within_the_interva
     client = site.anonymous()
     marks = site.app.state.content_marks
     client.get("/api/v1/search?q=failure")
-    reads = marks.reads
+    reads, started = marks.reads, time.monotonic()
     for _ in range(20):
         assert client.get("/api/v1/search?q=failure").status_code == 200
-    assert marks.reads - reads <= 2  # a few 100 ms intervals at most, not 20 queries
+    # One read of the marks per interval at most, however long a busy machine made the 20
+    # requests take; never one a request (20).
+    intervals = (time.monotonic() - started) / marks.interval_s
+    assert marks.reads - reads <= 1 + intervals, (marks.reads - reads, intervals)
     # Another process writes: no commit here, the feed moves underneath. Within the interval
     # the kept answer may still be served; after it, the page is rendered again.
     kept = client.get("/api/v1/overview")

@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import running_server
+from tests.prepared import prepare_data_dir
 
 
 def _samples(text: str, name: str) -> dict[str, float]:
@@ -39,10 +40,12 @@ def test_metrics_count_requests_by_route_and_report_the_index(real_client: TestC
     assert _samples(text, "pitfalls_index_lag_changes")["pitfalls_index_lag_changes"] == 0
 
 
-def test_metrics_follow_read_access(make_settings, repo_content):
+def test_metrics_follow_read_access(make_settings, repo_content, tmp_path_factory):
     from app.web import create_app
 
-    with TestClient(create_app(make_settings(repo_content, public_read=False))) as client:
+    settings = make_settings(repo_content, public_read=False)
+    prepare_data_dir(settings, tmp_path_factory)
+    with TestClient(create_app(settings)) as client:
         assert client.get("/metrics", follow_redirects=False).status_code in (401, 303)
         assert client.get("/api/v1/health").status_code == 200  # load balancers need no token
 
