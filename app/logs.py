@@ -2,7 +2,7 @@
 
 `pitfalls serve` hands `log_config(settings)` to uvicorn, so uvicorn's own lines and the app's
 share one format. Every record made while a request runs carries its id (see
-app.web.observe); the access line is the app's own, with the id, not uvicorn's.
+app.web.middleware.observe); the access line is the app's own, with the id, not uvicorn's.
 """
 
 import json
@@ -47,7 +47,7 @@ def log_config(settings: Settings) -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": "app.web.observe.RequestIdFilter"}},
+        "filters": {"request_id": {"()": "app.web.middleware.observe.RequestIdFilter"}},
         "formatters": {"main": formatter},
         "handlers": {"main": handler},
         "loggers": {

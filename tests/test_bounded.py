@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from app.budget import Budget, BudgetExceeded
 from app.settings import load_settings
 from app.tracebacks import parse_traceback
-from app.web.limits import form_fields_of, unquote_form_value
+from app.web.http import form_fields_of, unquote_form_value
 from tests.conftest import REPO_CONTENT
 from tests.prepared import prepare_data_dir
 

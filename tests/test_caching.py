@@ -16,7 +16,7 @@ from app.answers import entry_parts
 from app.matching import SignatureMatcher
 from app.matching.paste_matcher import PasteMatcher
 from app.tracebacks import parse_traceback
-from app.web.caching import Kept, ResponseCache
+from app.web.middleware.caching import Kept, ResponseCache
 from tests.conftest import entry_text
 
 pytestmark = pytest.mark.both_databases
@@ -415,7 +415,7 @@ def _post(app, shortcut, body: bytes, chunk: int = 1 << 20, headers=()) -> tuple
 
 
 def test_a_paste_answered_before_is_answered_without_the_routes(site: Site):
-    from app.web.match import PasteShortcut
+    from app.web.middleware.paste_shortcut import PasteShortcut
 
     body = b'{"text": "RuntimeError: failure in first-entry number 3"}'
     first = site.anonymous().post(

@@ -106,7 +106,7 @@ def test_repository_content_is_clean_under_strict():
 
 def test_an_entry_with_the_editors_template_text_is_an_error_at_its_line(content_dir: Path):
     from app.drafts import TEMPLATE_PLACEHOLDERS
-    from app.web.wiki_api import BLANK_ENTRY
+    from app.web.entries.editor import BLANK_ENTRY
 
     body = (
         "## What you see\n\nAn error.\n\n## Why it happens\n\nBecause.\n\n"

@@ -11,7 +11,7 @@ import pytest
 from fastapi.responses import HTMLResponse
 from fastapi.testclient import TestClient
 
-from app.web.twins import EXEMPT, TWINS, app_routes, prefers_json
+from app.web.middleware.twins import EXEMPT, TWINS, app_routes, prefers_json
 from tests import test_wiki
 from tests.test_wiki import Wiki
 

@@ -25,27 +25,18 @@ from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, setup_lock, upgrade_schema
-from app.web import (
-    account_api,
-    account_pages,
-    api,
-    catalog_api,
-    catalog_pages,
-    match,
-    ops,
-    pages,
-    wiki_api,
-    wiki_pages,
-)
-from app.web.allow import AllowHeader
+from app.web import accounts, changes, entries, match, ops, search, tags
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
-from app.web.caching import AnswerCache, MarkReader, ReaderCache
 from app.web.errors import install_error_handlers
-from app.web.headers import SecurityHeaders
+from app.web.http import errors
 from app.web.mcp_http import mcp_route
-from app.web.observe import Observe
+from app.web.middleware.allow import AllowHeader
+from app.web.middleware.caching import AnswerCache, MarkReader, ReaderCache
+from app.web.middleware.headers import SecurityHeaders
+from app.web.middleware.observe import Observe
+from app.web.middleware.paste_shortcut import PasteShortcut
+from app.web.middleware.twins import JsonTwins
 from app.web.offload import WriteQueue
-from app.web.twins import JsonTwins
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -154,17 +145,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(resource_dir("static"))), name="static")
     # The paste route lives with its page; what it can answer is documented here, like the API's.
     # First: routes are tried in order, and a bot's repeated paste should not pay for the others.
-    app.include_router(match.router, responses=api.errors(400, 401, 413, 422, 503))
-    app.include_router(api.open_router)
-    app.include_router(api.router)
-    app.include_router(catalog_api.router)
-    app.include_router(wiki_api.router)
-    app.include_router(account_api.router)
-    app.include_router(account_pages.router)
-    app.include_router(catalog_pages.router)
-    app.include_router(wiki_pages.router)
-    app.include_router(pages.router)
-    app.include_router(ops.router)
+    app.include_router(match.router, responses=errors(400, 401, 413, 422, 503))
+    app.include_router(ops.open_router)
+    # Each URL family's API, then its pages (`app/web/<family>.py`).
+    api_routers = [
+        search.api_router,
+        tags.api_router,
+        *entries.api_routers,
+        changes.api_router,
+        match.outcome_router,
+        *accounts.api_routers,
+        ops.api_router,
+    ]
+    page_routers = [
+        *accounts.page_routers,
+        *entries.page_routers,
+        tags.page_router,
+        changes.page_router,
+        search.page_router,
+        ops.page_router,
+    ]
+    for router in (*api_routers, *page_routers):
+        app.include_router(router)
     route, mcp_server = mcp_route(app)
     app.router.routes.append(route)
     install_error_handlers(app)
@@ -185,7 +187,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Outside the sessions: a page that sets a cookie is seen, and never kept.
     app.add_middleware(ReaderCache)
     # A paste answered before, from an anonymous caller: answered from memory, like a page.
-    app.add_middleware(match.PasteShortcut)
+    app.add_middleware(PasteShortcut)
     # A page's JSON twin (`.json`, or Accept) becomes a request for its API route before
     # anything keyed on the path (the reader cache, the routes) sees it.
     app.add_middleware(JsonTwins)

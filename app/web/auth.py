@@ -39,7 +39,7 @@ from app.accounts import (
 from app.answer_tokens import app_secret
 from app.models import User
 from app.settings import Settings
-from app.web.limits import decoded, form_fields_of, read_write_body
+from app.web.http import decoded, form_fields_of, read_write_body
 
 SESSION_COOKIE = "pitfalls_session"
 CSRF_FIELD = "csrf_token"
@@ -205,7 +205,7 @@ def require(role: str, *, people_only: bool = False):
 
 def _refusal(request: Request, principal: Principal, role: str) -> str:
     """Why `principal` may not do what needs `role`, and the fix that really applies."""
-    from app.web.paths import site_path
+    from app.web.http import site_path
 
     if principal.kind == "token" and role == "admin":
         return "API tokens cannot manage users; log in as an admin in the browser."
@@ -256,7 +256,7 @@ async def read_access(request: Request) -> None:
 
 def login_url(request: Request) -> str:
     """The login page, to come back to this page after (`next` is relative to the app)."""
-    from app.web.paths import app_path, site_path
+    from app.web.http import app_path, site_path
 
     return site_path(request, f"/login?next={quote(app_path(request), safe='')}")
 

@@ -14,8 +14,8 @@ from app.catalog import NotFound
 from app.search import IndexUnavailable, SearchTooSlow
 from app.storage import database_problem
 from app.web.auth import LoginRequired, login_url
-from app.web.headers import add_security_headers
-from app.web.twins import route_path
+from app.web.middleware.headers import add_security_headers
+from app.web.middleware.twins import route_path
 from app.wiki import EditConflict, SaveRefused
 
 logger = logging.getLogger("pitfalls")

@@ -2,31 +2,32 @@
 
 import json
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.answers import Answer, answer_paste
 from app.entry_details import entry_url
 from app.inbox import record_unknown
-from app.outcomes import OutcomeRefused, record_outcome
+from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, OutcomeRefused, record_outcome
 from app.tracebacks import parse_traceback
-from app.web.api import voter_of
-from app.web.auth import check_csrf, form_fields, read_access
-from app.web.caching import AnswerCache, KeptAnswer, current_mark, is_anonymous
+from app.web.auth import SESSION_COOKIE, check_csrf, form_fields, get_principal, read_access
 from app.web.deps import SettingsDep
-from app.web.headers import SECURITY_HEADER_LIST
-from app.web.limits import (
+from app.web.http import (
     BODY_OVERHEAD_BYTES,
     PASTE_TOO_LARGE,
     decoded,
+    errors,
     form_fields_of,
+    json_body,
+    read_json,
     read_limited_body,
+    render,
+    see_other,
+    site_path,
 )
+from app.web.middleware.caching import AnswerCache, KeptAnswer, current_mark
 from app.web.offload import run_within_budget
-from app.web.pages import render
-from app.web.paths import see_other, site_path
 
 router = APIRouter(dependencies=[Depends(read_access)])
 
@@ -166,91 +167,6 @@ def paste_text(body: bytes, content_type: str, settings) -> str:
     return _decode(body)
 
 
-class PasteShortcut:
-    """Pure ASGI: `POST /api/v1/match` from an anonymous reader of a public site, with a paste
-    already answered under the current content mark (`AnswerCache`), is answered here, before
-    the session, routing and dependencies: a CI job failing the same way again and again costs
-    what the framework costs. Anything else (a new paste, a token, a cookie, a form, a body
-    that is not a valid paste) goes on to the route untouched, its body replayed."""
-
-    PATH = "/api/v1/match"
-    CONTENT_TYPES = (b"application/json", b"text/plain", b"")
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self._route = None  # the route's object, for /metrics: seen on the first pass-through
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        root, path = scope.get("root_path", ""), scope["path"]
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        state = scope["app"].state
-        headers = dict(scope.get("headers") or [])
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if (
-            path != self.PATH
-            or content_type not in self.CONTENT_TYPES
-            or not state.settings.public_read
-            or not is_anonymous(headers)
-            or not hasattr(state, "answers")
-        ):
-            await self.app(scope, receive, send)
-            return
-        settings = state.settings
-        limit = paste_body_limit(content_type.decode("latin-1"), settings)
-        chunks: list[bytes] = []
-        size, more = 0, True
-        while more and size <= limit:
-            message = await receive()
-            if message["type"] != "http.request":  # gone: let the app see it as it is
-                await self.app(scope, _replay(chunks, receive, message), send)
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            more = message.get("more_body", False)
-        kept = None
-        if not more and size <= limit:  # past the limit, the route answers 413
-            try:
-                text = await decoded(
-                    size, paste_text, b"".join(chunks), content_type.decode("latin-1"), settings
-                )
-            except HTTPException:
-                text = None
-            if text is not None:
-                kept = state.answers.get(AnswerCache.key(text, await current_mark(state)))
-                scope.setdefault("state", {})["paste_text"] = text  # the route need not read it
-        if kept is None or self._route is None:
-            await self.app(scope, _replay(chunks, receive, None, more), send)
-            self._route = self._route or scope.get("route")
-            return
-        scope["route"] = self._route  # counted in /metrics as the route's
-        body = kept.json()
-        response_headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *SECURITY_HEADER_LIST,
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": response_headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-def _replay(chunks: list[bytes], receive: Receive, last: Message | None, more: bool = False):
-    """A `receive` that gives back what was read (one message), then reads on."""
-    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": more}]
-    if last is not None:
-        pending = [pending[0] | {"more_body": True}, last] if chunks else [last]
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed
-
-
 class PasteForm(BaseModel):
     """How to ask for an answer: the twin of the empty paste page."""
 
@@ -318,3 +234,85 @@ async def outcome_form(request: Request):
     except OutcomeRefused as exc:
         raise HTTPException(exc.status, str(exc)) from None
     return see_other(request, f"{entry_url(entry_id)}?reported=1#outcomes")
+
+
+# ---- outcomes: did the fix work? ----
+
+# The outcome report is an API route with the API's own guards and documented answers.
+outcome_router = APIRouter(
+    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
+)
+
+
+class OutcomeWrite(BaseModel):
+    fingerprint: str = Field(
+        pattern=FINGERPRINT.pattern, description="The answer's `fingerprint` for the error."
+    )
+    id: str = Field(description="The entry whose fix was tried.")
+    worked: bool = Field(description="True when the fix made the error go away.")
+    answer_token: str = Field(
+        min_length=1,
+        description="The answer's `answer_token`: proof that the server answered this "
+        "fingerprint with this entry. Without it the request is invalid (422); with one for "
+        "another entry or error, or older than PITFALLS_ANSWER_TOKEN_DAYS, it is refused (403).",
+    )
+    note: str = Field(
+        "", max_length=MAX_NOTE_SENT, description="What was tried (kept to 500 characters)."
+    )
+
+
+def voter_of(request: Request) -> str:
+    """Who reports: a user or token by name, anyone else by address (throttled per address)."""
+    principal = get_principal(request)
+    if principal.authenticated:
+        return principal.label
+    return "addr:" + (request.client.host if request.client else "unknown")
+
+
+@outcome_router.post(
+    "/outcomes",
+    summary="Report whether an entry's fix worked for an error",
+    description="Only for an entry that an answer of this server gave for this error: send "
+    "the answer's `fingerprint` and `answer_token` with the entry's `id` (422 without the token; "
+    "403 for a token of another entry or error, or an old one). One report per voter (user, "
+    "token, or address) for each error and entry; a second replaces the first. A login or token "
+    "may report PITFALLS_REPORTS_PER_HOUR times an hour, an address without one "
+    "PITFALLS_ANONYMOUS_REPORTS_PER_HOUR (429 past it). The answer holds the entry's measured "
+    "rates.",
+    openapi_extra=json_body(
+        OutcomeWrite,
+        {
+            "fingerprint": "9f2c4e1a7b3d5f60",
+            "id": "view-non-contiguous",
+            "worked": True,
+            "answer_token": "...",
+            "note": "",
+        },
+    ),
+    responses=errors(400, 403, 404, 413, 422, 429, 503),
+)
+async def report_outcome(request: Request) -> OutcomeOut:
+    # A browser's session (a cookie) must send its CSRF token: another site's form could
+    # otherwise report in a visitor's name or from their address. A JSON body without a
+    # cookie cannot come from another site's page (it would need a CORS preflight).
+    if SESSION_COOKIE in request.cookies:
+        await check_csrf(request)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":  # a text/plain form of another site, say
+        raise HTTPException(422, "Send the report as JSON (Content-Type: application/json).")
+    body = await read_json(request, OutcomeWrite)
+    voter = voter_of(request)
+    try:
+        return await request.app.state.writes.run(
+            record_outcome,
+            request.app.state.engine,
+            fingerprint=body.fingerprint,
+            id=body.id,
+            worked=body.worked,
+            note=body.note,
+            voter=voter,
+            answer_token=body.answer_token,
+            rules=request.app.state.report_rules,
+        )
+    except OutcomeRefused as exc:
+        raise HTTPException(exc.status, str(exc)) from None

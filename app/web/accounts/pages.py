@@ -1,13 +1,12 @@
-"""Logging in and out, one's own account and password, API tokens, and the admin's page of users
-(roles, disabling, password resets) and the audit log."""
+"""Account pages: log in and out, one's account and tokens, and the admin page."""
 
 from collections.abc import Callable
 from functools import partial
 
 import anyio
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
-from starlette.concurrency import run_in_threadpool
 
 from app.accounts import (
     AccountDisabled,
@@ -33,10 +32,9 @@ from app.accounts import (
 from app.models import ROLES
 from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
 from app.web.deps import SessionDep
-from app.web.pages import render
-from app.web.paths import see_other
+from app.web.http import render, see_other
 
-router = APIRouter(include_in_schema=False)
+page_router = APIRouter(include_in_schema=False)
 
 
 def _safe_next(target: str | None) -> str:
@@ -53,12 +51,12 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-@router.get("/login", response_class=HTMLResponse)
+@page_router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/"):
     return render(request, "login.html", {"next": _safe_next(next), "name": "", "error": None})
 
 
-@router.post("/login", response_class=HTMLResponse)
+@page_router.post("/login", response_class=HTMLResponse)
 async def login(request: Request):
     await check_csrf(request)
     form = await form_fields(request)
@@ -98,14 +96,11 @@ async def login(request: Request):
     return see_other(request, target)
 
 
-@router.post("/logout")
+@page_router.post("/logout")
 async def logout(request: Request):
     await check_csrf(request)
     await run_in_threadpool(log_out, request)
     return see_other(request, "/")
-
-
-# ---- one's own account: the password -----------------------------------------------------------
 
 
 def _account_page(request: Request, session, principal: Principal, **extra):
@@ -113,12 +108,12 @@ def _account_page(request: Request, session, principal: Principal, **extra):
     return render(request, "account.html", context, status_code=422 if extra.get("error") else 200)
 
 
-@router.get("/account", response_class=HTMLResponse)
+@page_router.get("/account", response_class=HTMLResponse)
 def account_page(request: Request, session: SessionDep, principal: SignedIn):
     return _account_page(request, session, principal)
 
 
-@router.post("/account/password", response_class=HTMLResponse)
+@page_router.post("/account/password", response_class=HTMLResponse)
 async def account_password(request: Request, session: SessionDep, principal: SignedIn):
     form = await form_fields(request)
     new = form.get("new_password", "")
@@ -152,9 +147,6 @@ async def account_password(request: Request, session: SessionDep, principal: Sig
         ) from None
 
 
-# ---- tokens: everyone signed in manages their own; an admin sees and revokes all -------------
-
-
 def _tokens_page(request: Request, session, principal: Principal, **extra):
     owner = None if principal.has_role("admin") else principal.name
     tokens = [(t, token_state(t)) for t in list_tokens(session, owner=owner)]
@@ -162,12 +154,12 @@ def _tokens_page(request: Request, session, principal: Principal, **extra):
     return render(request, "tokens.html", context, status_code=422 if extra.get("error") else 200)
 
 
-@router.get("/tokens", response_class=HTMLResponse)
+@page_router.get("/tokens", response_class=HTMLResponse)
 def tokens_page(request: Request, session: SessionDep, principal: SignedIn):
     return _tokens_page(request, session, principal)
 
 
-@router.post("/tokens", response_class=HTMLResponse)
+@page_router.post("/tokens", response_class=HTMLResponse)
 async def tokens_create(request: Request, session: SessionDep, principal: SignedIn):
     form = await form_fields(request)
 
@@ -189,7 +181,7 @@ async def tokens_create(request: Request, session: SessionDep, principal: Signed
     return await request.app.state.writes.run(write)
 
 
-@router.post("/tokens/{token_id}/revoke")
+@page_router.post("/tokens/{token_id}/revoke")
 async def tokens_revoke(
     request: Request,
     token_id: int,
@@ -202,9 +194,6 @@ async def tokens_revoke(
 
     await request.app.state.writes.run(write)
     return see_other(request, "/tokens")
-
-
-# ---- users and the audit log: admins only ----------------------------------------------------
 
 
 def _admin_page(
@@ -220,12 +209,12 @@ def _admin_page(
     return render(request, "admin.html", context, status_code=422 if error else 200)
 
 
-@router.get("/admin", response_class=HTMLResponse)
+@page_router.get("/admin", response_class=HTMLResponse)
 def admin_page(request: Request, session: SessionDep, _: Admin):
     return _admin_page(request, session)
 
 
-@router.post("/admin/users", response_class=HTMLResponse)
+@page_router.post("/admin/users", response_class=HTMLResponse)
 async def admin_add_user(request: Request, session: SessionDep, principal: Admin):
     form = await form_fields(request)
     return await _admin_action(
@@ -241,7 +230,7 @@ async def admin_add_user(request: Request, session: SessionDep, principal: Admin
     )
 
 
-@router.post("/admin/users/{name}/role", response_class=HTMLResponse)
+@page_router.post("/admin/users/{name}/role", response_class=HTMLResponse)
 async def admin_set_role(
     name: str,
     request: Request,
@@ -269,21 +258,21 @@ async def _admin_action(request: Request, session, action: Callable[[], object])
     return await request.app.state.writes.run(write)
 
 
-@router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
+@page_router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
 async def admin_disable_user(name: str, request: Request, session: SessionDep, principal: Admin):
     return await _admin_action(
         request, session, lambda: disable_user(session, name=name, actor=principal)
     )
 
 
-@router.post("/admin/users/{name}/enable", response_class=HTMLResponse)
+@page_router.post("/admin/users/{name}/enable", response_class=HTMLResponse)
 async def admin_enable_user(name: str, request: Request, session: SessionDep, principal: Admin):
     return await _admin_action(
         request, session, lambda: enable_user(session, name=name, actor=principal)
     )
 
 
-@router.post("/admin/users/{name}/password", response_class=HTMLResponse)
+@page_router.post("/admin/users/{name}/password", response_class=HTMLResponse)
 async def admin_reset_password(name: str, request: Request, session: SessionDep, principal: Admin):
     """Set the password given, or generate one and show it once."""
     given = (await form_fields(request)).get("password", "")

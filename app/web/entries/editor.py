@@ -1,42 +1,173 @@
-"""The wiki in the browser: the editor (new and edit), archive, history, diffs, restore, and the
-recent-changes page with its JSON twin and Atom feed.
-
-Every write asks for the editor role and the session's CSRF token (`Editor`). A refused save
-renders the editor again with the text as typed: nothing a person wrote is ever dropped.
-"""
-
-from urllib.parse import urlencode
+"""The wiki editor: new and edit pages, the draft check beside them (page and API), archiving."""
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
 from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from app import storage
 from app.catalog import NotFound
-from app.diffs import side_by_side
-from app.inbox import clusters as inbox_clusters
+from app.drafts import BLANK_MESSAGE, draft_markdown
+from app.matching import SignatureMatcher
+from app.rendering import render_body
 from app.web.auth import Editor, form_fields, read_access
-from app.web.deps import MAX_STORED_INT, RevisionNumber, SessionDep
-from app.web.pages import render
-from app.web.paths import public_base, see_other
-from app.web.wiki_api import MAX_PREFILL_MESSAGE, edit_source, editor_state, new_entry_source
+from app.web.deps import SessionDep
+from app.web.http import ProblemOut, errors, json_body, read_json, render, see_other
 from app.wiki import (
     EditConflict,
     SaveRefused,
+    TesterResult,
     archive,
+    check_draft,
     diff_html,
-    recent_changes,
-    restore,
     revision_detail,
-    revision_history,
     save_draft,
+    try_paste,
 )
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+api_router = APIRouter(
+    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
+)
+
+page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
 
 
-def _editor(
+class DraftIn(BaseModel):
+    markdown: str
+    entry_id: str | None = None  # the entry being edited; none for a new entry
+    paste: str | None = None  # a traceback to try the draft's signatures on
+
+
+class DraftOut(BaseModel):
+    ok: bool
+    id: str | None
+    problems: list[ProblemOut]
+    html: str
+    tester: TesterResult | None
+
+
+@api_router.post(
+    "/drafts/check",
+    summary="Check a draft as the editor does: problems with lines, preview, signature tester",
+    openapi_extra=json_body(DraftIn, {"markdown": "---\nid: my-entry\n...", "paste": None}),
+    responses=errors(400, 403, 413, 422),
+)
+async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
+    body = await read_json(request, DraftIn)
+    matchers = request.app.state.matchers
+
+    def check() -> DraftOut:
+        shared = matchers.current().signatures
+        return draft_out(session, body.markdown, body.entry_id, body.paste, shared)
+
+    return await run_in_threadpool(check)
+
+
+def draft_out(
+    session: Session,
+    markdown: str,
+    entry_id: str | None,
+    paste: str | None,
+    shared: SignatureMatcher | None = None,
+) -> DraftOut:
+    report = check_draft(session, markdown, editing=entry_id, shared=shared)
+    doc = report.doc
+    html = doc.rendered.html if doc.rendered is not None else render_body(doc.body).html
+    return DraftOut(
+        ok=not report.errors,
+        id=doc.front.id if doc.front else None,
+        problems=[
+            ProblemOut(line=p.line, message=p.message, severity=p.severity) for p in report.problems
+        ],
+        html=html,
+        tester=try_paste(session, doc, paste) if paste and paste.strip() else None,
+    )
+
+
+MAX_PREFILL_MESSAGE = 2000
+
+
+BLANK_ENTRY = draft_markdown("RuntimeError", BLANK_MESSAGE)
+
+
+class EditorState(BaseModel):
+    entry_id: str | None = Field(description="The entry being edited; null for a new one.")
+    base_revision: int | None = Field(
+        description="The revision the text starts from: send it back (If-Match) when saving."
+    )
+    markdown: str = Field(description="The entry's file text, front-matter and body.")
+    draft: DraftOut = Field(description="What the editor shows beside it: problems, preview.")
+
+
+def edit_source(session: Session, entry_id: str) -> tuple[str, int]:
+    """The entry's current Markdown and revision, to edit; NotFound when there is none."""
+    entry = storage.get_entry(session, entry_id)
+    if entry is None:
+        raise NotFound(f"There is no entry {entry_id!r} to edit.")
+    return storage.current_markdown(session, entry=entry), entry.revision
+
+
+def new_entry_source(session: Session, exception: str | None, message: str | None) -> str:
+    """A new entry's text: blank, or drafted from an error's type and message."""
+    if message is None and exception is None:
+        return BLANK_ENTRY
+    taken = {e.id for e in storage.list_entries(session, include_archived=True)}
+    return draft_markdown(exception, message or "", taken)
+
+
+def editor_state(
+    request: Request,
+    session: Session,
+    *,
+    markdown: str,
+    entry_id: str | None,
+    base_revision: int | None,
+    paste: str = "",
+) -> EditorState:
+    shared = request.app.state.matchers.current().signatures
+    return EditorState(
+        entry_id=entry_id,
+        base_revision=base_revision,
+        markdown=markdown,
+        draft=draft_out(session, markdown, entry_id, paste or None, shared),
+    )
+
+
+@api_router.get(
+    "/entries/{entry_id}/edit",
+    name="edit_entry",
+    summary="What the editor opens with: the entry's Markdown, revision and checks (editors)",
+    responses=errors(403, 404, 422),
+)
+def edit_entry_api(entry_id: str, request: Request, session: SessionDep, _: Editor) -> EditorState:
+    markdown, revision = edit_source(session, entry_id)
+    return editor_state(
+        request, session, markdown=markdown, entry_id=entry_id, base_revision=revision
+    )
+
+
+@api_router.get(
+    "/drafts/new",
+    name="new_entry",
+    summary="A new entry's draft, blank or from an error's type and message (editors)",
+    responses=errors(403, 422),
+)
+def new_entry_api(
+    request: Request,
+    session: SessionDep,
+    _: Editor,
+    exception: str | None = Query(None, alias="type", max_length=200),
+    message: str | None = Query(None, max_length=MAX_PREFILL_MESSAGE),
+    paste: str | None = Query(None, max_length=MAX_PREFILL_MESSAGE),
+) -> EditorState:
+    markdown = new_entry_source(session, exception, message)
+    return editor_state(
+        request, session, markdown=markdown, entry_id=None, base_revision=None, paste=paste or ""
+    )
+
+
+def editor_page(
     request: Request,
     session: Session,
     *,
@@ -70,7 +201,7 @@ def _editor(
     return render(request, "editor.html", context, status_code=status_code)
 
 
-@router.get("/entries/new", response_class=HTMLResponse)
+@page_router.get("/entries/new", response_class=HTMLResponse)
 def new_entry(
     request: Request,
     session: SessionDep,
@@ -82,15 +213,17 @@ def new_entry(
     """The editor; prefilled from an error (`?type=RuntimeError&message=...`) when given one,
     with the pasted traceback (`&paste=...`) in its signature tester."""
     markdown = new_entry_source(session, exception, message)
-    return _editor(
+    return editor_page(
         request, session, markdown=markdown, entry_id=None, base_revision=None, paste=paste or ""
     )
 
 
-@router.get("/entries/{entry_id}/edit", response_class=HTMLResponse)
+@page_router.get("/entries/{entry_id}/edit", response_class=HTMLResponse)
 def edit_entry(entry_id: str, request: Request, session: SessionDep, _: Editor):
     markdown, revision = edit_source(session, entry_id)
-    return _editor(request, session, markdown=markdown, entry_id=entry_id, base_revision=revision)
+    return editor_page(
+        request, session, markdown=markdown, entry_id=entry_id, base_revision=revision
+    )
 
 
 def _base(form: dict[str, str]) -> int | None:
@@ -98,12 +231,12 @@ def _base(form: dict[str, str]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-@router.post("/entries/check", response_class=HTMLResponse)
+@page_router.post("/entries/check", response_class=HTMLResponse)
 async def check_entry(request: Request, session: SessionDep, _: Editor):
     """The editor's Check button without JavaScript: problems, preview and tester, nothing saved."""
     form = await form_fields(request)
     return await run_in_threadpool(
-        _editor,
+        editor_page,
         request,
         session,
         markdown=form.get("markdown", ""),
@@ -114,7 +247,7 @@ async def check_entry(request: Request, session: SessionDep, _: Editor):
     )
 
 
-@router.post("/entries/new", response_class=HTMLResponse)
+@page_router.post("/entries/new", response_class=HTMLResponse)
 async def create_entry(request: Request, session: SessionDep, principal: Editor):
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
@@ -124,7 +257,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
         )
     except SaveRefused as exc:
         return await run_in_threadpool(
-            _editor,
+            editor_page,
             request,
             session,
             markdown=markdown,
@@ -138,7 +271,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     return see_other(request, f"/entries/{entry.id}")
 
 
-@router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
+@page_router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
 async def save_entry(entry_id: str, request: Request, session: SessionDep, principal: Editor):
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
@@ -162,7 +295,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         )
     except SaveRefused as exc:
         return await run_in_threadpool(
-            _editor,
+            editor_page,
             request,
             session,
             **keep,
@@ -177,7 +310,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
 
 def _conflicting(request: Request, session: Session, keep: dict, exc: EditConflict):
     """The editor again with the other person's change beside the text the save kept."""
-    return _editor(
+    return editor_page(
         request,
         session,
         **keep,
@@ -217,13 +350,13 @@ def _archive_form(
     return render(request, "archive.html", context, status_code=status_code)
 
 
-@router.get("/entries/{entry_id}/archive", response_class=HTMLResponse)
+@page_router.get("/entries/{entry_id}/archive", response_class=HTMLResponse)
 def confirm_archive(entry_id: str, request: Request, session: SessionDep, _: Editor):
     """Archiving asks first, and asks why: a form that works without JavaScript."""
     return _archive_form(request, session, entry_id)
 
 
-@router.post("/entries/{entry_id}/archive", response_class=HTMLResponse)
+@page_router.post("/entries/{entry_id}/archive", response_class=HTMLResponse)
 async def archive_entry(request: Request, entry_id: str, session: SessionDep, principal: Editor):
     reason = (await form_fields(request)).get("reason", "")
     try:
@@ -242,124 +375,3 @@ async def archive_entry(request: Request, entry_id: str, session: SessionDep, pr
             status_code=exc.status,
         )
     return see_other(request, f"/entries/{entry_id}")
-
-
-@router.post("/entries/{entry_id}/revisions/{number}/restore", response_class=HTMLResponse)
-async def restore_revision(
-    entry_id: str, number: RevisionNumber, request: Request, session: SessionDep, principal: Editor
-):
-    try:
-        await request.app.state.writes.run(
-            restore, session, entry_id=entry_id, number=number, actor=principal, source="web"
-        )
-    except SaveRefused as exc:
-        return await run_in_threadpool(_refused_restore, request, session, entry_id, number, exc)
-    return see_other(request, f"/entries/{entry_id}")
-
-
-def _refused_restore(
-    request: Request, session: Session, entry_id: str, number: int, refused: SaveRefused
-):
-    """The editor over the old revision's text, with why restoring it was refused."""
-    old = revision_detail(session, entry_id, number)
-    current = storage.get_entry(session, entry_id)
-    return _editor(
-        request,
-        session,
-        markdown=old.markdown,
-        entry_id=entry_id,
-        base_revision=current.revision if current else None,
-        message=f"Restore revision {number}",
-        refused=refused,
-        status_code=refused.status,
-    )
-
-
-# ---- reading the history ---------------------------------------------------------------------
-
-
-@router.get("/entries/{entry_id}/history", response_class=HTMLResponse)
-def history(entry_id: str, request: Request, session: SessionDep):
-    revisions = revision_history(session, entry_id)
-    entry = storage.get_entry(session, entry_id)
-    return render(
-        request,
-        "history.html",
-        {"entry": entry, "revisions": revisions},
-        f"/api/v1/entries/{entry_id}/revisions",
-    )
-
-
-@router.get("/entries/{entry_id}/revisions/{number}", response_class=HTMLResponse)
-def revision_page(entry_id: str, number: RevisionNumber, request: Request, session: SessionDep):
-    revision = revision_detail(session, entry_id, number)
-    entry = storage.get_entry(session, entry_id)
-    return render(
-        request,
-        "revision.html",
-        {"entry": entry, "revision": revision},
-        f"/api/v1/entries/{entry_id}/revisions/{number}",
-    )
-
-
-@router.get("/entries/{entry_id}/diff", response_class=HTMLResponse)
-def diff_page(
-    entry_id: str,
-    request: Request,
-    session: SessionDep,
-    old: int = Query(..., alias="from", ge=1, le=MAX_STORED_INT),
-    new: int = Query(..., alias="to", ge=1, le=MAX_STORED_INT),
-):
-    before = revision_detail(session, entry_id, old)
-    after = revision_detail(session, entry_id, new)
-    html = diff_html(before.markdown, after.markdown, f"revision {old}", f"revision {new}")
-    entry = storage.get_entry(session, entry_id)
-    rows = side_by_side(before.markdown, after.markdown)
-    context = {"entry": entry, "before": before, "after": after, "diff": html, "rows": rows}
-    return render(request, "diff.html", context)
-
-
-@router.get("/changes", response_class=HTMLResponse)
-def changes_page(
-    request: Request, session: SessionDep, before: int | None = Query(None, ge=1, le=MAX_STORED_INT)
-):
-    changes = recent_changes(session, limit=50, before=before)
-    older = changes[-1].seq if len(changes) == 50 else None
-    return render(
-        request,
-        "changes.html",
-        {"changes": changes, "older": older},
-        "/api/v1/changes",
-    )
-
-
-@router.get("/changes.atom")
-def changes_feed(request: Request, session: SessionDep) -> Response:
-    changes = recent_changes(session, limit=50)
-    base = public_base(request)
-    body = request.app.state.templates.get_template("changes.atom").render(
-        changes=changes, base=base
-    )
-    return Response(body, media_type="application/atom+xml; charset=utf-8")
-
-
-@router.get("/inbox", response_class=HTMLResponse)
-def inbox_page(request: Request, session: SessionDep, _: Editor):
-    """What nothing matched, clustered (PITFALLS_INBOX): the errors worth an entry next."""
-    found = inbox_clusters(session)
-    # The editor's prefill for each: the first example, and all of them in the tester.
-    prefills = [
-        urlencode(
-            {
-                "type": c.exception,
-                "message": c.examples[0][:MAX_PREFILL_MESSAGE] if c.examples else "",
-                "paste": "\n\n".join(c.examples)[:MAX_PREFILL_MESSAGE],
-            }
-        )
-        for c in found
-    ]
-    context = {
-        "clusters": list(zip(found, prefills, strict=True)),
-        "enabled": request.app.state.settings.inbox,
-    }
-    return render(request, "inbox.html", context, alternate="/api/v1/inbox")

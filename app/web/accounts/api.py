@@ -1,15 +1,10 @@
-"""Accounts as JSON: the admin's users (disable, enable, reset a password) and audit log, one's
-own password and tokens. The twins of /admin, /account and /tokens; same functions as the pages.
-
-Tokens never manage users (no scope reaches admin): these routes serve an admin's browser
-session, which sends its CSRF token as the `X-CSRF-Token` header.
-"""
+"""Accounts over the API: who am I, users, the audit log, passwords, tokens."""
 
 from datetime import datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from app.accounts import (
     TooManyAttempts,
@@ -25,13 +20,31 @@ from app.accounts import (
 )
 from app.catalog import NotFound
 from app.models import ApiToken, User, UtcTimestamp
-from app.web.api import errors, read_json
-from app.web.auth import Admin, SignedIn, log_in, read_access
+from app.web.auth import Admin, SignedIn, get_principal, log_in, read_access
 from app.web.deps import SessionDep
+from app.web.http import errors, read_json
 
-router = APIRouter(
+api_router = APIRouter(
     prefix="/api/v1", tags=["accounts"], dependencies=[Depends(read_access)], responses=errors(401)
 )
+
+
+class WhoAmI(BaseModel):
+    authenticated: bool
+    kind: str
+    name: str
+    role: str
+
+
+@api_router.get("/me", summary="Who the request is authenticated as")
+def whoami(request: Request) -> WhoAmI:
+    principal = get_principal(request)
+    return WhoAmI(
+        authenticated=principal.authenticated,
+        kind=principal.kind,
+        name=principal.label if principal.authenticated else "",
+        role=principal.role,
+    )
 
 
 class UserOut(BaseModel):
@@ -111,12 +124,14 @@ def _known(session, name: str) -> None:
         raise NotFound(f"There is no user named {name!r}; GET /api/v1/users lists them.")
 
 
-@router.get("/users", summary="Every user, with role and state (admins)", responses=errors(403))
+@api_router.get("/users", summary="Every user, with role and state (admins)", responses=errors(403))
 def users(session: SessionDep, _: Admin) -> list[UserOut]:
     return [UserOut.of(u) for u in list_users(session)]
 
 
-@router.get("/audit", summary="The audit log, newest first (admins)", responses=errors(403, 422))
+@api_router.get(
+    "/audit", summary="The audit log, newest first (admins)", responses=errors(403, 422)
+)
 def audit_log(
     session: SessionDep, _: Admin, limit: int = Query(100, ge=1, le=1000)
 ) -> list[AuditOut]:
@@ -125,7 +140,7 @@ def audit_log(
     ]
 
 
-@router.post(
+@api_router.post(
     "/users/{name}/disable",
     summary="Disable a user: their logins and tokens stop at once (admins)",
     description="Nobody disables their own account or the last admin (422).",
@@ -138,7 +153,7 @@ def disable(name: str, session: SessionDep, principal: Admin) -> UserOut:
     return UserOut.of(user)
 
 
-@router.post(
+@api_router.post(
     "/users/{name}/enable",
     summary="Enable a disabled user again (admins)",
     responses=errors(403, 404, 422),
@@ -150,7 +165,7 @@ def enable(name: str, session: SessionDep, principal: Admin) -> UserOut:
     return UserOut.of(user)
 
 
-@router.post(
+@api_router.post(
     "/users/{name}/password",
     summary="Reset a user's password: the one given, or a generated one shown once (admins)",
     responses=errors(400, 403, 404, 413, 422),
@@ -172,7 +187,7 @@ async def reset(
     return PasswordResetOut(name=name, password=None if body.password else password)
 
 
-@router.post(
+@api_router.post(
     "/me/password",
     status_code=204,
     summary="Change your own password (a browser session; needs the current one)",
@@ -198,7 +213,7 @@ async def change_password(request: Request, principal: SignedIn) -> None:
     await request.app.state.writes.run(log_in, request, user)
 
 
-@router.get(
+@api_router.get(
     "/tokens",
     summary="Your API tokens (an admin sees everyone's); never their secrets",
     responses=errors(403),

@@ -1,0 +1,134 @@
+"""An entry as people and programs read it: its page, its JSON, its snippets, and the list of
+entries."""
+
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from pydantic import Field
+from sqlmodel import Session
+
+from app import storage
+from app.catalog import (
+    DEFAULT_PER_PAGE,
+    MAX_PER_PAGE,
+    EntryListing,
+    EntrySort,
+    NotFound,
+    get_entry_listing,
+)
+from app.entry_details import EntryDetails, fix_first, get_entry_details, table_of_contents
+from app.web.auth import read_access
+from app.web.deps import SessionDep
+from app.web.http import errors, render, site_path
+
+api_router = APIRouter(
+    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
+)
+
+page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+
+
+@api_router.get(
+    "/entries/{entry_id}",
+    summary="One entry with its rendered HTML and Markdown source",
+    description="The `ETag` header carries the entry's revision. An archived entry (after "
+    "`DELETE`) is 404 here; its history stays at `…/revisions`, and restoring a revision brings "
+    "it back.",
+    responses=errors(404, 422),
+)
+def entry(
+    session: SessionDep,
+    response: Response,
+    entry_id: str = Path(description="The entry's id", examples=["view-non-contiguous"]),
+) -> EntryDetails:
+    details = entry_details_out(session, response, entry_id)
+    if details.archived:
+        raise NotFound(
+            f"entry {entry_id!r} is archived; its revisions are at "
+            f"/api/v1/entries/{entry_id}/revisions, and restoring one brings it back"
+        )
+    return details
+
+
+def entry_details_out(session: Session, response: Response, entry_id: str) -> EntryDetails:
+    details = get_entry_details(session, entry_id)
+    if details is None:
+        raise NotFound(f"no entry with id {entry_id!r}")
+    response.headers["ETag"] = f'"{details.revision}"'
+    return details
+
+
+class EntryListingOut(EntryListing):
+    next: str | None = Field(description="The next page's address, null on the last page.")
+    prev: str | None = Field(description="The previous page's address, null on the first.")
+
+
+@api_router.get(
+    "/entries",
+    summary="Every active entry, a page at a time, by title or by last change",
+    description="`sort`: `title` (A to Z), `-title`, `-updated` (newest change first) or "
+    "`updated`. A page past the end is empty; `next` and `prev` link the neighbours.",
+    responses=errors(422),
+)
+def entries(
+    request: Request,
+    session: SessionDep,
+    page: int = Query(1, ge=1, le=10_000),
+    per_page: int = Query(DEFAULT_PER_PAGE, ge=1, le=MAX_PER_PAGE),
+    sort: EntrySort = "title",
+    kind: str | None = Query(None, max_length=20, description="Only entries of this kind"),
+) -> EntryListingOut:
+    listing = get_entry_listing(session, page=page, per_page=per_page, sort=sort, kind=kind)
+
+    def link(number: int | None) -> str | None:
+        if number is None:
+            return None
+        query = {"page": number, "per_page": per_page, "sort": sort}
+        if kind:
+            query["kind"] = kind
+        return site_path(request, f"/api/v1/entries?{urlencode(query)}")
+
+    return EntryListingOut(
+        **listing.model_dump(), next=link(listing.next_page), prev=link(listing.prev_page)
+    )
+
+
+@page_router.get("/entries/{entry_id}/snippets/{position}.py")
+def snippet_download(entry_id: str, position: int, session: SessionDep) -> PlainTextResponse:
+    snippets = [
+        s for s in storage.entry_snippets(session, entry_id=entry_id) if s.position == position
+    ]
+    if not snippets:
+        raise HTTPException(404, f"Entry {entry_id!r} has no snippet {position}.")
+    (snippet,) = snippets
+    filename = f"{entry_id}-{snippet.role}-{position}.py"
+    return PlainTextResponse(
+        snippet.code,
+        media_type="text/x-python; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@page_router.get("/entries", response_class=HTMLResponse)
+def entries_page(
+    request: Request,
+    session: SessionDep,
+    page: int = Query(1, ge=1, le=10_000),
+    per_page: int = Query(DEFAULT_PER_PAGE, ge=1, le=MAX_PER_PAGE),
+    sort: EntrySort = "title",
+    kind: str | None = Query(None, max_length=20),
+):
+    listing = get_entry_listing(session, page=page, per_page=per_page, sort=sort, kind=kind)
+    return render(request, "entries.html", {"listing": listing})
+
+
+@page_router.get("/entries/{entry_id}", response_class=HTMLResponse)
+def entry_page(request: Request, entry_id: str, session: SessionDep):
+    details = get_entry_details(session, entry_id)
+    if details is None:
+        raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
+    first, rest = fix_first(details.html)
+    toc = table_of_contents(first + rest)
+    context = {"entry": details, "first": first, "rest": rest, "toc": toc}
+    return render(request, "entry.html", context, f"/api/v1/entries/{entry_id}")
