@@ -193,7 +193,7 @@ def set_password(
     user.password_hash = _hash_password(password)
     session.add(user)
     # Whoever knew the old password may be logged in with it: every session of the user ends.
-    session.exec(delete(LoginSession).where(LoginSession.user_id == user.id))
+    session.exec(delete(LoginSession).where(col(LoginSession.user_id) == user.id))
     audit(session, actor, action, name, detail)
     return user
 
@@ -236,7 +236,7 @@ def disable_user(session: Session, *, name: str, actor: Principal) -> User:
     if user.disabled_at is None:
         user.disabled_at = utcnow()
         session.add(user)
-        session.exec(delete(LoginSession).where(LoginSession.user_id == user.id))
+        session.exec(delete(LoginSession).where(col(LoginSession.user_id) == user.id))
         audit(session, actor, "user.disable", name)
     return user
 
@@ -303,9 +303,9 @@ def _insert_if_missing(session: Session, row: dict) -> None:
 
 def _throttle_key(kind: str, name: str, address: str):
     return (
-        LoginThrottle.kind == kind,
-        LoginThrottle.name == name,
-        LoginThrottle.address == address,
+        col(LoginThrottle.kind) == kind,
+        col(LoginThrottle.name) == name,
+        col(LoginThrottle.address) == address,
     )
 
 
@@ -358,8 +358,8 @@ def _count_attempt(engine: Engine, name: str, address: str, now: datetime) -> No
                     update(LoginThrottle)
                     .where(
                         *_throttle_key(kind, key_name, key_address),
-                        LoginThrottle.failures == old[0],
-                        LoginThrottle.last_at == old[2],
+                        col(LoginThrottle.failures) == old[0],
+                        col(LoginThrottle.last_at) == old[2],
                     )
                     .values(failures=failures, first_at=first_at, last_at=now)
                 ).rowcount
@@ -411,7 +411,7 @@ def authenticate(
         session.exec(delete(LoginThrottle).where(*_throttle_key("pair", name_key, address)))
         session.exec(
             update(LoginThrottle)
-            .where(*_throttle_key("address", "", address), LoginThrottle.failures > 0)
+            .where(*_throttle_key("address", "", address), col(LoginThrottle.failures) > 0)
             .values(failures=LoginThrottle.failures - 1)
         )
         session.commit()
@@ -427,6 +427,7 @@ def _key_hash(key: str) -> str:
 
 def start_login_session(session: Session, user: User, *, lifetime: timedelta) -> str:
     """A new session for `user`; returns the key for its cookie (only the key's hash is kept)."""
+    assert user.id is not None  # a stored user: a session refers to its row
     now = utcnow()
     session.exec(delete(LoginSession).where(col(LoginSession.expires_at) <= now))
     key = secrets.token_urlsafe(32)
@@ -453,7 +454,7 @@ def login_session_user(session: Session, key: str) -> User | None:
 
 
 def end_login_session(session: Session, key: str) -> None:
-    session.exec(delete(LoginSession).where(LoginSession.key_hash == _key_hash(key)))
+    session.exec(delete(LoginSession).where(col(LoginSession.key_hash) == _key_hash(key)))
 
 
 def user_principal(user: User) -> Principal:

@@ -33,6 +33,16 @@ def _settings() -> Settings:
         raise CannotRun(str(exc)) from None
 
 
+def _content_dir(settings: Settings) -> Path:
+    assert settings.content_dir is not None  # filled in when the settings are read
+    return settings.content_dir
+
+
+def _index_dir(settings: Settings) -> Path:
+    assert settings.index_dir is not None  # filled in when the settings are read
+    return settings.index_dir
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pitfalls")
 def cli() -> None:
@@ -46,7 +56,7 @@ def check(paths: tuple[Path, ...], strict: bool) -> None:
     """Check entry files (default: the content folder); report problems as file:line: message."""
     from app.checker import check_paths
 
-    targets = list(paths) or [_settings().content_dir]
+    targets = list(paths) or [_content_dir(_settings())]
     report = check_paths(targets)
     for problem in report.problems:
         click.echo(str(problem))
@@ -85,13 +95,15 @@ def ingest(prune: bool, force: bool) -> None:
     from app.storage import create_db_engine
 
     settings = _settings()
+    content_dir = _content_dir(settings)
     engine = create_db_engine(settings)
-    total = len(collect_entry_files([settings.content_dir])) if settings.content_dir.is_dir() else 0
+    total = len(collect_entry_files([content_dir])) if content_dir.is_dir() else 0
     with _progress(total, "ingest") as on_progress:
         report = prepare_data(
             settings, engine, prune=prune, force=force, on_progress=on_progress
         ).ingest
     engine.dispose()
+    assert report is not None  # ingest="always"
     for problem in report.problems:
         click.echo(str(problem), err=True)
     click.echo(report.summary_line())
@@ -144,7 +156,7 @@ def restore(file: Path, accept_unverified: bool) -> None:
         with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
             upgrade_schema(engine)
             counts = load(engine, file, accept_unverified=accept_unverified)
-        state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
+        state = rebuild_index(engine, _index_dir(settings), search_engine=settings.search_engine)
     except BackupError as exc:
         raise CannotRun(str(exc)) from None
     finally:
@@ -165,7 +177,7 @@ def reindex() -> None:
     engine = create_db_engine(settings)
     upgrade_schema(engine)
     started = time.perf_counter()
-    state = rebuild_index(engine, settings.index_dir, search_engine=settings.search_engine)
+    state = rebuild_index(engine, _index_dir(settings), search_engine=settings.search_engine)
     engine.dispose()
     elapsed = time.perf_counter() - started
     click.echo(f"reindexed in {elapsed:.2f} s (change sequence {state.seq})")
@@ -189,7 +201,7 @@ def search(
     settings = _settings()
     engine = create_db_engine(settings)
     prepare_data(settings, engine, ingest="if-empty")
-    service = SearchService(settings.index_dir, engine, search_engine=settings.search_engine)
+    service = SearchService(_index_dir(settings), engine, search_engine=settings.search_engine)
     result = service.search(" ".join(query), kind=kind, tag=tag, page=page, limit=limit)
     service.close()
     engine.dispose()
@@ -291,8 +303,9 @@ def verify(
 
     settings = _settings()
     keep_out = [settings.data_dir, settings.index_dir]
-    if settings.is_sqlite and make_url(settings.database_url).database:
-        keep_out.append(Path(make_url(settings.database_url).database).parent)
+    database = make_url(settings.database_url).database
+    if settings.is_sqlite and database:
+        keep_out.append(Path(database).parent)
     runner = choose_runner(python, keep_out=[p for p in keep_out if p is not None])
     engine = create_db_engine(settings)
     prepare_data(settings, engine)
@@ -690,11 +703,12 @@ def serve(
 
     settings = _settings()
     engine = create_db_engine(settings)
-    report = prepare_data(settings, engine)
+    ingested = prepare_data(settings, engine).ingest
     engine.dispose()
-    for problem in report.ingest.problems:
+    assert ingested is not None  # ingest="always"
+    for problem in ingested.problems:
         click.echo(str(problem), err=True)
-    click.echo(report.ingest.summary_line(), err=True)
+    click.echo(ingested.summary_line(), err=True)
     click.echo(f"serving on http://{host}:{port}{settings.root_path}/", err=True)
     uvicorn.run(
         "app.web:create_app",

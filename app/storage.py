@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import Engine, event, func, text
+from sqlalchemy import ColumnElement, Engine, event, func, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, create_engine, delete, select
@@ -180,7 +180,8 @@ _REVISION_LINE = re.compile(
 def head_revision() -> str | None:
     """The newest migration, read from the files' `revision`/`down_revision` lines without
     importing Alembic: the revision that no other one revises."""
-    revisions, revised = set(), set()
+    revisions: set[str] = set()
+    revised: set[str] = set()
     for path in resource_dir("migrations").joinpath("versions").glob("*.py"):
         for kind, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
             (revisions if kind == "revision" else revised).add(value)
@@ -274,7 +275,7 @@ def entry_listing(
 ) -> tuple[Sequence[Entry], int]:
     """One page of the active entries (of one kind, or all) in `ENTRY_ORDERS` order, and how many
     there are in all; ties are broken by id, so pages never overlap."""
-    where = [col(Entry.archived).is_(False)]
+    where: list[ColumnElement[bool]] = [col(Entry.archived).is_(False)]
     if kind:
         where.append(col(Entry.kind) == kind)
     key = ENTRY_ORDERS[order_by]
@@ -421,7 +422,7 @@ def current_markdown(session: Session, *, entry: Entry) -> str:
 
 
 def current_change_seq(session: Session) -> int:
-    return session.exec(select(func.coalesce(func.max(Change.seq), 0))).one()
+    return session.exec(select(func.coalesce(func.max(Change.seq), 0))).one() or 0
 
 
 class FeedMark(NamedTuple):
@@ -429,13 +430,13 @@ class FeedMark(NamedTuple):
     as many changes as there are, up to the same number, has missed none (sequence numbers have
     gaps, where a transaction rolled back, so the highest number alone cannot tell)."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count(), which nothing calls
     seq: int
 
 
 def feed_mark(session: Session) -> FeedMark:
     row = session.exec(select(func.count(), func.coalesce(func.max(Change.seq), 0))).one()
-    return FeedMark(int(row[0]), int(row[1]))
+    return FeedMark(int(row[0]), int(row[1] or 0))
 
 
 class ContentMark(NamedTuple):
@@ -453,7 +454,7 @@ def content_mark(session: Session) -> ContentMark:
     """Read in one statement (one snapshot), each part by an index or a key."""
     scalar = select(func.count()).select_from(Change).scalar_subquery()
     row = session.exec(
-        select(
+        select(  # type: ignore[call-overload]  # sqlmodel types select() for at most 4 columns
             scalar,
             select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery(),
             select(func.coalesce(func.max(Outcome.id), 0)).scalar_subquery(),
@@ -480,7 +481,7 @@ def newest_change_numbers(session: Session, *, window: int) -> tuple[int, list[i
         .order_by(col(Change.seq))
     )
     rows = session.exec(query).all()
-    return (int(rows[0][1]) if rows else 0), [int(row[0]) for row in rows]
+    return (int(rows[0][1]) if rows else 0), [int(row[0] or 0) for row in rows]
 
 
 def changes_and_count(session: Session, *, seq: int) -> tuple[list[Change], int]:

@@ -560,8 +560,8 @@ def _collapse_ranks(exceptions: list[ParsedException], text: str) -> list[Parsed
     ranks_of: dict[str, set[int]] = {}
     for line in text.split("\n"):
         match = _RANK_LINE.match(line)
-        if match and (exc := _EXCEPTION.match(match.group("rest").strip())):
-            head = (exc.group("message") or exc.group("message2") or "")[:200]
+        if match and (line_error := _EXCEPTION.match(match.group("rest").strip())):
+            head = (line_error.group("message") or line_error.group("message2") or "")[:200]
             ranks_of.setdefault(head, set()).add(int(match.group("rank")))
     # Keep the last copy, in the place of the last copy: popping and re-inserting moves a key to
     # the end of the dict in constant time (a list's remove() made this quadratic).
