@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 from whoosh.analysis import STOP_WORDS
@@ -27,6 +28,7 @@ from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_
 from app.change_feed import ChangeWatcher
 from app.entry_details import entry_url
 from app.metrics import SEARCH_SECONDS
+from app.search.engine import Collected, EngineIndex, EngineReader
 from app.search.index import (
     current_generation,
     engine_name,
@@ -146,8 +148,8 @@ def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | N
             )
             if stem_fits and starts_word:
                 end = end + 1 if stem_i else end
-                if word:
-                    end = _WORD_TAIL.match(text, end).end()
+                if word and (tail := _WORD_TAIL.match(text, end)):  # \w* matches anywhere
+                    end = tail.end()
                 candidates.append((at, rank, end))
                 kept += 1
             at = lowered.find(needle, at + 1)
@@ -224,7 +226,7 @@ class _Pooled:
     """An engine's reader of one generation, used by one thread at a time."""
 
     generation: Path
-    reader: object  # whoosh_engine.WhooshReader or tantivy_engine.TantivyReader
+    reader: EngineReader  # whoosh_engine.WhooshReader or tantivy_engine.TantivyReader
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -254,7 +256,7 @@ class SearchService:
         self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
         self._lock = threading.Lock()
         self._generation: Path | None = None
-        self._ix = None
+        self._ix: EngineIndex | None = None
         self._idle: list[_Pooled] = []
         self._damaged: str | None = None  # why the index cannot be read, until it is rebuilt
         self._rebuilding = threading.Lock()
@@ -270,7 +272,7 @@ class SearchService:
 
     def catch_up(self, force: bool = False) -> None:
         """Apply database changes the index has not seen yet (throttled unless forced)."""
-        if self._watcher is None:
+        if self._watcher is None or self.engine is None:  # both or neither
             return
         self._watcher.poll(force)
         mark = self._watcher.last  # perhaps read by the feed follower, now applying it
@@ -339,12 +341,13 @@ class SearchService:
         """The index could not be read: rebuild it aside from the database, then swap it in."""
         self._damaged = f"the search index could not be read ({type(error).__name__}); rebuilding"
         logger.error("search index unreadable, rebuilding it: %r", error)
-        if self.engine is None or not self._rebuilding.acquire(blocking=False):
+        engine = self.engine
+        if engine is None or not self._rebuilding.acquire(blocking=False):
             return
 
         def rebuild() -> None:
             try:
-                rebuild_index(self.engine, self.index_dir, search_engine=self.search_engine)
+                rebuild_index(engine, self.index_dir, search_engine=self.search_engine)
                 with self._lock:
                     self._close_all()
                 self._damaged = None
@@ -358,10 +361,10 @@ class SearchService:
 
     # -- searching -------------------------------------------------------------------------
 
-    def _parse(self, reader, read: ReadQuery, any_part: bool) -> Query:
+    def _parse(self, reader: EngineReader, read: ReadQuery, any_part: bool) -> Query:
         return reader.bound(reader.query_builder().build(read, any_part=any_part))
 
-    def _facets(self, reader, collected) -> dict[str, dict[str, int]]:
+    def _facets(self, reader: EngineReader, collected: Collected) -> dict[str, dict[str, int]]:
         facets = {}
         for name, counts in reader.facets(collected).items():
             facets[name] = dict(
@@ -369,7 +372,7 @@ class SearchService:
             )
         return facets
 
-    def _suggest(self, reader, text: str, read: ReadQuery) -> str | None:
+    def _suggest(self, reader: EngineReader, text: str, read: ReadQuery) -> str | None:
         """`text` with its misspelt plain words corrected; field names, excluded words and
         phrases are left as typed."""
         suggestion, changed = text, False
@@ -384,7 +387,7 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit, needles: dict[str, tuple[str, ...]]) -> str:
+    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]]) -> str:
         """The first field that contains a query term, marked around its first occurrences.
 
         Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
@@ -467,7 +470,7 @@ class SearchService:
     def _search(
         self,
         text: str,
-        reader,
+        reader: EngineReader,
         kind: str | None,
         tag: str | None,
         page: int,
@@ -512,10 +515,14 @@ class SearchService:
         result.suggestion = suggestion
         return result
 
-    def _collect(self, reader, query: Query, filters: list[Query], limit: int):
+    def _collect(
+        self, reader: EngineReader, query: Query, filters: list[Query], limit: int
+    ) -> Collected:
         return reader.collect(And([query, *filters]) if filters else query, limit)
 
-    def _rank_by_coverage(self, reader, read: ReadQuery, ranked: list[tuple[float, object]]):
+    def _rank_by_coverage(
+        self, reader: EngineReader, read: ReadQuery, ranked: list[tuple[float, Any]]
+    ) -> list[tuple[float, Any]]:
         """Re-rank any-word results: the score times the share of the query's weight the entry
         covers (each part weighs its inverse document frequency), so an entry with most of
         the rare words comes before one with a few common words many times."""
@@ -537,8 +544,8 @@ class SearchService:
 
     def _page(
         self,
-        reader,
-        ranked: list[tuple[float, object]],
+        reader: EngineReader,
+        ranked: list[tuple[float, Any]],
         query: Query,
         page: int,
         limit: int,
