@@ -103,6 +103,7 @@ class _Walker:
         self.frames: list[Frame] = []
         self.pending_link: str | None = None
         self.in_traceback = False
+        self.ipython_type: str | None = None  # the type an IPython traceback's header named
 
     def add_exception(self, qualified: str, message: str, origin: str = "python") -> None:
         link = self.pending_link
@@ -137,111 +138,162 @@ class _Walker:
         return "\n".join(parts), index
 
     def walk(self) -> None:
-        lines = self.lines
         index = 0
-        ipython_type: str | None = None
-        while index < len(lines):
+        while index < len(self.lines):
             if index % 64 == 0:
                 check_budget()
-            line = lines[index]
-            stripped = line.strip()
-            if not stripped or _CARET.match(line) or _SKIP_LINE.match(line):
+            index = self.read_line(index)
+
+    def read_line(self, index: int) -> int:
+        """Read the line at `index`, and the lines that belong to it; the next line's index.
+
+        Each step reads one kind of line or declines (None), tried in this order: a line of
+        one kind is never read as a later kind (a frame is not a warning, a warning is not
+        an exception line).
+        """
+        line = self.lines[index]
+        stripped = line.strip()
+        if not stripped or _CARET.match(line) or _SKIP_LINE.match(line):
+            return index + 1
+        steps = (
+            self.chain_or_header,
+            self.python_frame,
+            self.crash,
+            self.warning,
+            self.cpp_frame,
+            self.exception_line,
+        )
+        for step in steps:
+            after = step(index, line, stripped)
+            if after is not None:
+                return after
+        return index + 1
+
+    def chain_or_header(self, index: int, line: str, stripped: str) -> int | None:
+        """How the next exception follows the last one, or the start of a traceback."""
+        if _CAUSE.match(line):
+            self.pending_link = "cause"
+        elif _CONTEXT.match(line):
+            self.pending_link = "context"
+        elif stripped.startswith("Original Traceback (most recent call last)"):
+            self.pending_link, self.in_traceback, self.frames = "worker", True, []
+        elif match := _IPYTHON_HEADER.match(stripped):
+            self.ipython_type, self.in_traceback, self.frames = match.group("type"), True, []
+        elif _TRACEBACK_HEADER.match(line):
+            self.in_traceback, self.frames = True, []
+        else:
+            return None
+        return index + 1
+
+    def python_frame(self, index: int, line: str, stripped: str) -> int | None:
+        """A frame of a Python traceback in any dialect (CPython with its code line, rich,
+        IPython old and new), or IPython's arrow at the frame's line."""
+        lines = self.lines
+        if match := _FRAME.match(line):
+            self.in_traceback = True
+            frame = Frame(match.group("file"), int(match.group("line")), match.group("func"))
+            frame.library = _is_library(frame.file)
+            code = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            if code and not _FRAME.match(lines[index + 1]) and not _EXCEPTION.match(code):
+                frame.code = code
                 index += 1
-                continue
-            if _CAUSE.match(line):
-                self.pending_link = "cause"
-            elif _CONTEXT.match(line):
-                self.pending_link = "context"
-            elif stripped.startswith("Original Traceback (most recent call last)"):
-                self.pending_link, self.in_traceback, self.frames = "worker", True, []
-            elif match := _IPYTHON_HEADER.match(stripped):
-                ipython_type, self.in_traceback, self.frames = match.group("type"), True, []
-            elif _TRACEBACK_HEADER.match(line):
-                self.in_traceback, self.frames = True, []
-            elif match := _FRAME.match(line):
-                self.in_traceback = True
-                frame = Frame(match.group("file"), int(match.group("line")), match.group("func"))
-                frame.library = _is_library(frame.file)
-                code = lines[index + 1].strip() if index + 1 < len(lines) else ""
-                if code and not _FRAME.match(lines[index + 1]) and not _EXCEPTION.match(code):
-                    frame.code = code
-                    index += 1
-                self.frames.append(frame)
-            elif (match := _FRAME_RICH.match(line)) or (match := _FRAME_IPYTHON_OLD.match(line)):
-                self.in_traceback = True
-                file = match.group("file")
-                number = match.groupdict().get("line")
-                self.frames.append(
-                    Frame(
-                        file,
-                        int(number) if number else None,
-                        match.group("func"),
-                        None,
-                        _is_library(file),
-                    )
+            self.frames.append(frame)
+        elif (match := _FRAME_RICH.match(line)) or (match := _FRAME_IPYTHON_OLD.match(line)):
+            self.in_traceback = True
+            file = match.group("file")
+            number = match.groupdict().get("line")
+            self.frames.append(
+                Frame(
+                    file,
+                    int(number) if number else None,
+                    match.group("func"),
+                    None,
+                    _is_library(file),
                 )
-            elif (match := _FRAME_IPYTHON.match(line)) and (ipython_type or self.in_traceback):
-                file = match.group("file").strip()
-                number = match.group("line") or match.group("line2")
-                cell = file.startswith("In[")
-                self.frames.append(
-                    Frame(
-                        file, int(number), match.group("func"), None, not cell and _is_library(file)
-                    )
-                )
-            elif (match := _ARROW.match(line)) and self.frames:
-                self.frames[-1].code = match.group("code").strip()
-            elif match := _FATAL.match(stripped):
-                message, index = self.read_message(index, match.group("message"))
-                self.add_exception("Fatal Python error", message, origin="crash")
-                continue
-            elif match := _TERMINATE.match(stripped):
-                what = ""
-                end = index + 1
-                if end < len(lines) and (w := _WHAT.match(lines[end])):
-                    what, end = self.read_message(end, w.group("message"))
-                self.add_exception(match.group("type"), what, origin="cpp")
-                index = end
-                continue
-            elif match := _CPP_WARNING.match(stripped):
-                message, _, function = match.group("message").rpartition(_CPP_WARNING_FUNCTION)
-                if not message or not function.endswith(")"):
-                    message = match.group("message")
-                self.warnings.append(ParsedWarning("Warning", message))
-            elif (match := _WARNING.match(stripped)) and not self.in_traceback:
-                # A warning hard-wrapped at its sentences goes on in unindented lines; the
-                # warnings module's own source line below it is indented.
+            )
+        elif (match := _FRAME_IPYTHON.match(line)) and (self.ipython_type or self.in_traceback):
+            file = match.group("file").strip()
+            number = match.group("line") or match.group("line2")
+            cell = file.startswith("In[")
+            self.frames.append(
+                Frame(file, int(number), match.group("func"), None, not cell and _is_library(file))
+            )
+        elif (match := _ARROW.match(line)) and self.frames:
+            self.frames[-1].code = match.group("code").strip()
+        else:
+            return None
+        return index + 1
+
+    def crash(self, index: int, line: str, stripped: str) -> int | None:
+        """A crash dump's `Fatal Python error`, or C++'s `terminate called after throwing`
+        with its `what():` message."""
+        if match := _FATAL.match(stripped):
+            message, end = self.read_message(index, match.group("message"))
+            self.add_exception("Fatal Python error", message, origin="crash")
+            return end
+        if match := _TERMINATE.match(stripped):
+            what = ""
+            end = index + 1
+            if end < len(self.lines) and (w := _WHAT.match(self.lines[end])):
+                what, end = self.read_message(end, w.group("message"))
+            self.add_exception(match.group("type"), what, origin="cpp")
+            return end
+        return None
+
+    def warning(self, index: int, line: str, stripped: str) -> int | None:
+        """A C++ `[W …] Warning:` line, or a Python warning outside a traceback."""
+        lines = self.lines
+        if match := _CPP_WARNING.match(stripped):
+            message, _, function = match.group("message").rpartition(_CPP_WARNING_FUNCTION)
+            if not message or not function.endswith(")"):
                 message = match.group("message")
-                while (
-                    index + 1 < len(lines)
-                    and lines[index + 1][:1].strip()
-                    and _message_continues(lines[index + 1])
-                    and not _EXCEPTION.match(lines[index + 1])
-                ):
-                    index += 1
-                    message += "\n" + lines[index]
-                self.warnings.append(
-                    ParsedWarning(
-                        match.group("category").rsplit(".", 1)[-1],
-                        message,
-                        match.group("file"),
-                        int(match.group("line")),
-                    )
+            self.warnings.append(ParsedWarning("Warning", message))
+            return index + 1
+        if (match := _WARNING.match(stripped)) and not self.in_traceback:
+            # A warning hard-wrapped at its sentences goes on in unindented lines; the
+            # warnings module's own source line below it is indented.
+            message = match.group("message")
+            while (
+                index + 1 < len(lines)
+                and lines[index + 1][:1].strip()
+                and _message_continues(lines[index + 1])
+                and not _EXCEPTION.match(lines[index + 1])
+            ):
+                index += 1
+                message += "\n" + lines[index]
+            self.warnings.append(
+                ParsedWarning(
+                    match.group("category").rsplit(".", 1)[-1],
+                    message,
+                    match.group("file"),
+                    int(match.group("line")),
                 )
-            elif match := _FRAME_CPP.match(line):
-                frame = Frame(match.group("file") or "<c++>", None, match.group("func"), None, True)
-                # C++ frames are printed after their error: they belong to the one just read.
-                if not self.frames and not self.in_traceback and self.exceptions:
-                    self.exceptions[-1].frames.append(frame)
-                else:
-                    self.frames.append(frame)
-            elif match := _EXCEPTION.match(stripped):
-                kind = match.group("type") or match.group("type2")
-                first = match.group("message") or match.group("message2") or ""
-                message, end = self.read_message(index, first)
-                origin = "python" if (self.in_traceback or self.frames) else "bare"
-                self.add_exception(kind, message, origin)
-                ipython_type = None
-                index = end
-                continue
-            index += 1
+            )
+            return index + 1
+        return None
+
+    def cpp_frame(self, index: int, line: str, stripped: str) -> int | None:
+        """A C++ frame (`frame #3: …`)."""
+        match = _FRAME_CPP.match(line)
+        if match is None:
+            return None
+        frame = Frame(match.group("file") or "<c++>", None, match.group("func"), None, True)
+        # C++ frames are printed after their error: they belong to the one just read.
+        if not self.frames and not self.in_traceback and self.exceptions:
+            self.exceptions[-1].frames.append(frame)
+        else:
+            self.frames.append(frame)
+        return index + 1
+
+    def exception_line(self, index: int, line: str, stripped: str) -> int | None:
+        """An exception's `Type: message` line, with the lines its message goes on in."""
+        match = _EXCEPTION.match(stripped)
+        if match is None:
+            return None
+        kind = match.group("type") or match.group("type2")
+        first = match.group("message") or match.group("message2") or ""
+        message, end = self.read_message(index, first)
+        origin = "python" if (self.in_traceback or self.frames) else "bare"
+        self.add_exception(kind, message, origin)
+        self.ipython_type = None
+        return end
