@@ -14,7 +14,7 @@ interrupted rebuild leaves the old index serving. Incremental updates follow the
 every change after the generation's `seq` is applied, then `seq` moves.
 
 Sequence numbers are handed out at insert, not at commit. Writers serialize on PostgreSQL (see
-`storage._record_change`), and catch-up does not rely on it: it re-reads the last FEED_WINDOW
+`storage.feed._record_change`), and catch-up does not rely on it: it re-reads the last FEED_WINDOW
 numbers too and applies any change in them it has not applied (state.json lists those it has),
 and it counts. When the changes applied do not add up to the feed's count (a change older than
 the window, a restored database), the index is rebuilt.
