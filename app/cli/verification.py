@@ -85,13 +85,12 @@ def verify(
     from app.storage import create_db_engine
     from app.verification import (
         CannotVerify,
-        Environment,
         SandboxRequired,
-        SnippetResult,
         WikiEntriesNamed,
         summary_line,
         verify_entries,
     )
+    from app.verification.snippets import Environment, SnippetResult
 
     settings = _settings()
     keep_out = [settings.data_dir, settings.index_dir]
