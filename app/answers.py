@@ -135,7 +135,7 @@ class MatchOut(BaseModel):
         description="Reports on whether this entry's fix worked, for every error.",
     )
     version_note: str | None = Field(
-        None,
+        default=None,
         description="Set when the paste shows a torch version outside the entry's `versions` "
         "range: such a match is ranked after the ones whose range holds it.",
     )

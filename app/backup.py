@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -156,7 +156,7 @@ class BackupFile:
         self.max_line_bytes = max_line_bytes
         self.by_name = {t.name: t for t in tables()}
 
-    def _lines(self) -> Iterator[tuple[int, bytes]]:
+    def _lines(self) -> Generator[tuple[int, bytes]]:
         """(line number, bytes) for each line; never reads more than the limit at once."""
         try:
             with gzip.open(self.path, "rb") as file:

@@ -3,6 +3,7 @@ CLI all show this.
 """
 
 import re
+from collections.abc import Sequence
 from html import unescape
 
 from pydantic import BaseModel, Field
@@ -126,7 +127,7 @@ def entry_url(entry_id: str) -> str:
 
 
 def verification_summary(
-    session: Session, *, entry_id: str, snippets: list[Snippet]
+    session: Session, *, entry_id: str, snippets: Sequence[Snippet]
 ) -> VerificationOut:
     """Results of snippets that really ran; a snippet without one that declares `requires=` is
     counted as skipped, with what it declares as the reason."""

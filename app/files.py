@@ -27,20 +27,3 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-
-
-def read_or_create(path: Path, make: bytes, mode: int = 0o600) -> bytes:
-    """The file's bytes; if it does not exist, it is created with `make` by exactly one process."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary_copy(path, make, mode)
-    try:
-        os.link(temporary, path)  # fails if another process got there first: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        temporary.unlink(missing_ok=True)
-    return path.read_bytes()

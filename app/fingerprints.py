@@ -28,9 +28,9 @@ def paste_fingerprint(parsed: ParsedPaste) -> str | None:
     """The fingerprint of the paste's final error (or its last warning); None for a paste that
     holds neither (prose, a bare log)."""
     if parsed.exceptions:
-        last = parsed.exceptions[-1]
-        return fingerprint_of(last.type, last.message)
+        error = parsed.exceptions[-1]
+        return fingerprint_of(error.type, error.message)
     if parsed.warnings:
-        last = parsed.warnings[-1]
-        return fingerprint_of(last.category, last.message)
+        warning = parsed.warnings[-1]
+        return fingerprint_of(warning.category, warning.message)
     return None

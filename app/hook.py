@@ -19,6 +19,10 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.answer_sources import Pitfalls
 
 READY_WAIT_S = 30  # the first exception waits this long at most for the local matcher
 
@@ -31,7 +35,7 @@ class Explainer:
 
         self.server = (server or os.environ.get("PITFALLS_SERVER") or "").rstrip("/") or None
         token = token or os.environ.get("PITFALLS_TOKEN")
-        self._source = RemotePitfalls(self.server, token) if self.server else None
+        self._source: Pitfalls | None = RemotePitfalls(self.server, token) if self.server else None
         self._error: BaseException | None = None
         self._ready = threading.Event()
         if self._source is None:
@@ -61,6 +65,7 @@ class Explainer:
             raise TimeoutError(f"the local matcher was not ready within {READY_WAIT_S} s")
         if self._error is not None:
             raise self._error
+        assert self._source is not None  # set before _ready, unless _error is
         return self._source.match(text[-250_000:])  # the end of a long output holds the error
 
     def link(self, url: str) -> str | None:

@@ -54,9 +54,9 @@ def take_allowance(
     now = now or utcnow()
     client = client[:100]
     key = (
-        LoginThrottle.kind == ALLOWANCE_KIND,
-        LoginThrottle.name == client,
-        LoginThrottle.address == "",
+        col(LoginThrottle.kind) == ALLOWANCE_KIND,
+        col(LoginThrottle.name) == client,
+        col(LoginThrottle.address) == "",
     )
     window_over = col(LoginThrottle.first_at) <= now - ALLOWANCE_WINDOW
     with Session(engine) as session:
@@ -71,7 +71,7 @@ def take_allowance(
         if added:  # a client's first in a while: forget the clients gone quiet
             session.exec(
                 delete(LoginThrottle).where(
-                    LoginThrottle.kind == ALLOWANCE_KIND,
+                    col(LoginThrottle.kind) == ALLOWANCE_KIND,
                     col(LoginThrottle.last_at) < now - 2 * ALLOWANCE_WINDOW,
                 )
             )
@@ -115,11 +115,11 @@ def record_unknown(
     """Count the paste's final error in the inbox; the fingerprint, or None without an error
     or when `client` has added `per_hour` errors in the past hour already."""
     if parsed.exceptions:
-        last = parsed.exceptions[-1]
-        kind, message = last.qualified_type, last.message
+        error = parsed.exceptions[-1]
+        kind, message = error.qualified_type, error.message
     elif parsed.warnings:
-        last = parsed.warnings[-1]
-        kind, message = last.category, last.message
+        warning = parsed.warnings[-1]
+        kind, message = warning.category, warning.message
     else:
         return None
     fingerprint = fingerprint_of(kind, message)

@@ -18,7 +18,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request id, and any extras."""
 
     def format(self, record: logging.LogRecord) -> str:
-        data = {
+        data: dict[str, object] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,

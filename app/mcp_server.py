@@ -70,7 +70,7 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
         instructions=INSTRUCTIONS,
         log_level="WARNING",
     )
-    read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
     def match_traceback(text: str) -> Answer:
@@ -101,7 +101,9 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
         return EntryDetails.model_validate(entry)
 
     @server.tool(
-        annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False)
+        annotations=ToolAnnotations(
+            read_only_hint=False, idempotent_hint=True, open_world_hint=False
+        )
     )
     def report_outcome(
         fingerprint: str, id: str, worked: bool, answer_token: str, note: str = ""

@@ -18,7 +18,6 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 ENTRY_KINDS = ("error", "warning", "silent", "hang", "perf", "howto")
-REVISION_SOURCES = ("ingest", "web", "api")
 ROLES = ("reader", "editor", "admin")
 TOKEN_SCOPES = ("read", "write")
 SNIPPET_ROLES = ("repro", "fix", "demo")

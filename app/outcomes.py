@@ -111,17 +111,19 @@ def record_outcome(
         if existing is None:  # replacing one's own report adds nothing to count
             _check_allowance(session, voter=voter, rules=rules, now=now)
         replaced = existing is not None
-        row = existing or Outcome(fingerprint=fingerprint, entry_id=id, voter=voter[:200])
+        row = existing or Outcome(
+            fingerprint=fingerprint, entry_id=id, voter=voter[:200], worked=worked
+        )
         row.worked, row.note, row.created_at = worked, note, now
         session.add(row)
         try:
             session.commit()
         except IntegrityError:  # the same voter's report committed a moment ago: replace it
             session.rollback()
-            row = _find(session, fingerprint, id, voter)
-            assert row is not None
-            row.worked, row.note, row.created_at = worked, note, now
-            session.add(row)
+            committed = _find(session, fingerprint, id, voter)
+            assert committed is not None
+            committed.worked, committed.note, committed.created_at = worked, note, now
+            session.add(committed)
             session.commit()
             replaced = True
         return OutcomeOut(

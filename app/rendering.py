@@ -210,17 +210,6 @@ def render_body(markdown: str) -> RenderedBody:
     )
 
 
-def pygments_css() -> str:
-    """Stylesheet for highlighted code, served as static/pygments.css: light, dark when the
-    reader chose dark (`data-theme` on the root), and dark when the system is unless they chose
-    light."""
-    light = HtmlFormatter(style="default").get_style_defs("pre code")
-    dark = HtmlFormatter(style="monokai")
-    chosen = dark.get_style_defs(':root[data-theme="dark"] pre code')
-    system = dark.get_style_defs(':root:not([data-theme="light"]) pre code')
-    return f"{light}\n{chosen}\n@media (prefers-color-scheme: dark) {{\n{system}\n}}\n"
-
-
 @dataclass(frozen=True)
 class BodyText:
     prose: str

@@ -5,7 +5,7 @@ the start with a message that says which variable to fix and how.
 """
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -238,7 +238,7 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Read the settings; raise SettingsError naming the variable and the fix on a bad value."""
     try:
         return Settings(**overrides)

@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search import SearchService
-from app.search.index import FIELD_BOOSTS, FeedPosition, document_for, rebuild_index
+from app.search.engine import FIELD_BOOSTS
+from app.search.index import FeedPosition, document_for, rebuild_index
 from bench.corpus import QUERIES, generate
 
 PAGE = 20

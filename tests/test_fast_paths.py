@@ -13,10 +13,10 @@ import re
 import pytest
 from whoosh.qparser import AndGroup, OrGroup
 
-from app.search import _found_spans, _term_pattern
 from app.search.analysis import document_tokens, spelling_words
+from app.search.engine import FIELD_BOOSTS, SEARCH_FIELDS
 from app.search.glossary import GLOSSARY_FILE, expansions
-from app.search.index import FIELD_BOOSTS, SEARCH_FIELDS
+from app.search.highlight import _found_spans, _term_pattern
 from app.search.query import QueryBuilder, read_query
 from app.search.whoosh_engine import build_schema
 from tests.conftest import REPO_CONTENT

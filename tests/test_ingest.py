@@ -122,7 +122,7 @@ def test_a_failing_write_leaves_nothing_half_written(engine, content_dir: Path, 
     def fail_after_entry_row(session, *, doc):
         raise OSError("disk full")
 
-    monkeypatch.setattr(storage, "_replace_parts", fail_after_entry_row)
+    monkeypatch.setattr(storage.writes, "_replace_parts", fail_after_entry_row)
     with pytest.raises(OSError):
         ingest_content(engine, content_dir)
     assert rows(engine, Entry) == [] and rows(engine, Revision) == [] and rows(engine, Change) == []

@@ -241,7 +241,7 @@ def test_x_forwarded_for_is_trusted_only_from_the_proxies_named(make_settings, c
     loopback naming another address in X-Forwarded-For is still counted as itself."""
     from uvicorn.config import Config
 
-    from app.cli import proxy_options
+    from app.cli.serving import proxy_options
     from app.models import Outcome
     from app.web import create_app
 

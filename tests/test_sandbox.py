@@ -35,7 +35,9 @@ from app.sandbox import Bubblewrap, SandboxUnavailable, Unsandboxed, find_bubble
 from app.settings import Settings
 from app.snippet_limits import SnippetCgroup, TreeLimits
 from app.storage import create_db_engine, upgrade_schema
-from app.verification import Environment, SnippetToRun, run_snippet, verify_entries
+from app.verification import verify_entries
+from app.verification.running import run_snippet
+from app.verification.snippets import Environment, SnippetToRun
 from tests.conftest import REPO, entry_text, require
 
 CANARY_VARIABLE = "PITFALLS_SANDBOX_CANARY"

@@ -257,7 +257,7 @@ def test_another_engine_rebuilds_the_index_rather_than_reading_it(
 
 
 def test_marks_are_found_by_pattern_escaped_and_cut_into_two_fragments():
-    from app.search import mark_terms
+    from app.search.highlight import mark_terms
 
     text = (
         "The <b> memory of num_batches_tracked grows; " + "x " * 200 + "memories and 显存不足 end"

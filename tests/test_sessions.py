@@ -204,7 +204,7 @@ def test_concurrent_attempts_in_many_processes_get_no_extra_guesses(engine_with_
 
 def test_argon2_never_runs_on_the_event_loop(wiki: Wiki, monkeypatch):
     """Logging in (verify) and adding a user (hash) run argon2 in a worker thread."""
-    real = accounts._hasher
+    real = accounts.passwords._hasher
     calls: list[str] = []
 
     class Watched:
@@ -221,7 +221,7 @@ def test_argon2_never_runs_on_the_event_loop(wiki: Wiki, monkeypatch):
 
             return watched
 
-    monkeypatch.setattr(accounts, "_hasher", Watched())
+    monkeypatch.setattr(accounts.passwords, "_hasher", Watched())
     ada = wiki.login("ada")
     page = ada.get("/admin").text
     added = ada.post(

@@ -15,17 +15,13 @@ from app.ingest import ingest_content
 from app.matching import SignatureMatcher, SignatureRecord
 from app.models import Verification
 from app.sandbox import Unsandboxed
-from app.verification import (
+from app.verification import SandboxRequired, WikiEntriesNamed, verify_entries, verify_snippets
+from app.verification.running import judge_repro, run_snippet
+from app.verification.snippets import (
     Environment,
-    SandboxRequired,
     SnippetToRun,
-    WikiEntriesNamed,
     imported_modules,
-    judge_repro,
-    run_snippet,
     unmet_requirement,
-    verify_entries,
-    verify_snippets,
 )
 from tests.conftest import entry_text
 

@@ -94,7 +94,7 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
     if parsed.trailing_frames:
         # A paste cut off before its error: the frames say where it happened, and whatever
         # other text there is (log lines, a fragment of the message) says what.
-        frames = frame_text(parsed.trailing_frames, last=5)
+        where = frame_text(parsed.trailing_frames, last=5)
         code = {f.code for f in parsed.trailing_frames if f.code}
         rest = [
             line
@@ -103,8 +103,8 @@ def paste_query(parsed: ParsedPaste) -> Query | None:
         ]
         message = "\n".join(rest).strip()[-_TEXT_TAIL:]
         if not tokens(message):  # a progress bar, a prompt: no words to search for
-            message = frames
-        return Query(message, None, frames)
+            message = where
+        return Query(message, None, where)
     return Query(text[-_TEXT_TAIL:], None)
 
 
@@ -118,7 +118,7 @@ class PasteMatcher:
         saved: dict | None = None,
     ) -> None:
         self.signatures = signatures
-        self.likely = LikelyIndex(
+        self.likely: LikelyIndex = LikelyIndex(
             entries, previous.likely if previous is not None else None, saved=saved
         )
         self.model = model if model is not None else load_model()

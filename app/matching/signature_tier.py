@@ -301,7 +301,7 @@ def _confidence(role: str, specificity: int, type_term: float, frame_term: float
 def _subjects(parsed: ParsedPaste) -> list[tuple[str, int | None, str, str, list[str]]]:
     """(role, exception index, type, message, frame files) for everything worth matching."""
     final = parsed.final
-    subjects = []
+    subjects: list[tuple[str, int | None, str, str, list[str]]] = []
     exceptions = parsed.exceptions
     for index, exc in enumerate(exceptions):
         following = exceptions[index + 1].link if index + 1 < len(exceptions) else None

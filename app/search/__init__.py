@@ -4,19 +4,19 @@ Readers of the index come from a small pool, reused across requests and replaced
 moves. The engine behind them is Whoosh or tantivy (`PITFALLS_SEARCH_ENGINE`); both get the same
 query (`app.search.query`), and everything around it is decided here once: long queries ranked
 by coverage, the relaxed fallback, corrections, exact totals and facet counts, and highlights made
-only for the page shown.
+only for the page shown (marked by `app.search.highlight`). What a search returns is
+`app.search.results`.
 """
 
 import contextlib
-import html
 import logging
 import math
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 from whoosh.analysis import STOP_WORDS
@@ -25,8 +25,9 @@ from whoosh.query import And, AndNot, Every, Query, Term
 
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
-from app.entry_details import entry_url
 from app.metrics import SEARCH_SECONDS
+from app.search.engine import Collected, EngineIndex, EngineReader
+from app.search.highlight import mark_terms
 from app.search.index import (
     current_generation,
     engine_name,
@@ -36,7 +37,10 @@ from app.search.index import (
     update_index,
 )
 from app.search.query import ReadQuery, read_query
+from app.search.results import SearchHit, SearchResult
 from app.storage import FeedMark
+
+__all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "SearchTooSlow"]
 
 HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
@@ -47,163 +51,6 @@ COVERAGE_POWER = 1.0
 MAX_QUERY_WORDS = 32  # a pasted log is searched by its first words; each word costs a matcher
 _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    id: str
-    title: str
-    summary: str
-    kind: str
-    tags: list[str]
-    score: float
-    highlights: str  # HTML: escaped text with <mark> around the matched terms
-
-
-@dataclass
-class SearchResult:
-    query: str
-    total: int
-    page: int
-    limit: int
-    hits: list[SearchHit]
-    facets: dict[str, dict[str, int]] = field(default_factory=dict)
-    suggestion: str | None = None
-    relaxed: bool = False  # no entry had every word, so entries with any of them are shown
-    corrected_from: str | None = None  # the typed query, when these are its corrected results
-
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // self.limit))
-
-    def to_dict(self) -> dict:
-        """The JSON shape shared by `/api/v1/search` and `pitfalls search --json`."""
-        return {
-            "query": self.query,
-            "total": self.total,
-            "page": self.page,
-            "pages": self.pages,
-            "limit": self.limit,
-            # Not dataclasses.asdict: it deep-copies every field, a fifth of a new search.
-            "hits": [
-                {**vars(hit), "tags": list(hit.tags), "url": entry_url(hit.id)} for hit in self.hits
-            ],
-            "facets": self.facets,
-            "suggestion": self.suggestion,
-            "relaxed": self.relaxed,
-            "corrected_from": self.corrected_from,
-        }
-
-
-_CJK_TERM = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
-FRAGMENT_CHARS = 180  # the longest fragment, from its first mark to its last
-SURROUND_CHARS = 50  # text kept on each side of a fragment's marks
-MAX_FRAGMENTS = 2
-
-
-@lru_cache(maxsize=512)
-def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
-    """One pattern for every term, each as the start of a word (CJK anywhere). Porter turns a
-    final y into i (memory: memori), so a stem ending in i also takes y."""
-    alternatives = []
-    for term in sorted(set(terms), key=len, reverse=True):
-        if _CJK_TERM.search(term):
-            alternatives.append(re.escape(term))
-            continue
-        body = re.escape(term)
-        if term.isalpha() and term.endswith("i") and len(term) > 2:
-            body = re.escape(term[:-1]) + "[iy]"
-        # A word's start: after a space, punctuation or an identifier's "_" or ".".
-        alternatives.append(rf"(?<![A-Za-z0-9]){body}[\w]*" if term[:1].isalnum() else body)
-    return re.compile("|".join(alternatives), re.IGNORECASE)
-
-
-MAX_SPANS = 16  # marks looked for in one text
-_WORD_TAIL = re.compile(r"\w*")
-
-
-def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | None:
-    """Where `_term_pattern(terms)` matches in `text`, found with `str.find` on the lowered
-    text instead: compiling that pattern cost more than the search on a new query. None when
-    lowering changes the text's length (then offsets would not line up)."""
-    lowered = text.lower()
-    if len(lowered) != len(text):
-        return None
-    candidates: list[tuple[int, int, int]] = []
-    for rank, term in enumerate(sorted(set(terms), key=len, reverse=True)):
-        needle = term.lower()
-        cjk = bool(_CJK_TERM.search(term))
-        stem_i = not cjk and term.isalpha() and term.endswith("i") and len(term) > 2
-        if stem_i:
-            needle = needle[:-1]
-        word = not cjk and term[:1].isalnum()
-        at, kept = lowered.find(needle), 0
-        while at >= 0 and kept < 4 * MAX_SPANS:
-            end = at + len(needle)
-            stem_fits = not stem_i or lowered[end : end + 1] in ("i", "y")
-            starts_word = (
-                not word or not at or not text[at - 1].isascii() or not text[at - 1].isalnum()
-            )
-            if stem_fits and starts_word:
-                end = end + 1 if stem_i else end
-                if word:
-                    end = _WORD_TAIL.match(text, end).end()
-                candidates.append((at, rank, end))
-                kept += 1
-            at = lowered.find(needle, at + 1)
-    candidates.sort()
-    spans: list[tuple[int, int]] = []
-    reached = 0
-    for start, _rank, end in candidates:
-        if start >= reached and end > start:
-            spans.append((start, end))
-            reached = end
-            if len(spans) >= MAX_SPANS:
-                break
-    return spans
-
-
-def mark_terms(text: str, terms: tuple[str, ...]) -> str:
-    """Escaped HTML of up to two fragments of `text` around the first places the terms occur,
-    each occurrence in `<mark class="match termN">`; "" when none occurs."""
-    terms = tuple(terms)
-    found = _found_spans(text, terms)
-    if found is None:
-        found = [m.span() for m in _term_pattern(terms).finditer(text)][:MAX_SPANS]
-    order = {term: n for n, term in enumerate(dict.fromkeys(terms))}
-    spans: list[tuple[int, int, int]] = []
-    for start, end in found:
-        word = text[start:end].lower()
-        number = next((n for term, n in order.items() if word.startswith(term[:-1] or term)), 0)
-        spans.append((start, end, number))
-    if not spans:
-        return ""
-    fragments: list[str] = []
-    i = 0
-    while i < len(spans) and len(fragments) < MAX_FRAGMENTS:
-        first = spans[i][0]
-        group = [spans[i]]
-        i += 1
-        while i < len(spans) and spans[i][1] - first <= FRAGMENT_CHARS:
-            group.append(spans[i])
-            i += 1
-        begin = max(0, first - SURROUND_CHARS)
-        if begin:
-            space = text.find(" ", begin, first)
-            begin = space + 1 if space >= 0 else begin
-        finish = min(len(text), group[-1][1] + SURROUND_CHARS)
-        if finish < len(text):
-            space = text.rfind(" ", group[-1][1], finish)
-            finish = space if space >= 0 else finish
-        out, at = [], begin
-        for start, end, number in group:
-            out.append(html.escape(text[at:start], quote=False))
-            mark = html.escape(text[start:end], quote=False)
-            out.append(f'<mark class="match term{number}">{mark}</mark>')
-            at = end
-        out.append(html.escape(text[at:finish], quote=False))
-        fragments.append("".join(out).strip())
-    return " … ".join(fragments)
 
 
 class IndexUnavailable(RuntimeError):
@@ -224,7 +71,7 @@ class _Pooled:
     """An engine's reader of one generation, used by one thread at a time."""
 
     generation: Path
-    reader: object  # whoosh_engine.WhooshReader or tantivy_engine.TantivyReader
+    reader: EngineReader  # whoosh_engine.WhooshReader or tantivy_engine.TantivyReader
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -254,7 +101,7 @@ class SearchService:
         self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
         self._lock = threading.Lock()
         self._generation: Path | None = None
-        self._ix = None
+        self._ix: EngineIndex | None = None
         self._idle: list[_Pooled] = []
         self._damaged: str | None = None  # why the index cannot be read, until it is rebuilt
         self._rebuilding = threading.Lock()
@@ -270,7 +117,7 @@ class SearchService:
 
     def catch_up(self, force: bool = False) -> None:
         """Apply database changes the index has not seen yet (throttled unless forced)."""
-        if self._watcher is None:
+        if self._watcher is None or self.engine is None:  # both or neither
             return
         self._watcher.poll(force)
         mark = self._watcher.last  # perhaps read by the feed follower, now applying it
@@ -339,12 +186,13 @@ class SearchService:
         """The index could not be read: rebuild it aside from the database, then swap it in."""
         self._damaged = f"the search index could not be read ({type(error).__name__}); rebuilding"
         logger.error("search index unreadable, rebuilding it: %r", error)
-        if self.engine is None or not self._rebuilding.acquire(blocking=False):
+        engine = self.engine
+        if engine is None or not self._rebuilding.acquire(blocking=False):
             return
 
         def rebuild() -> None:
             try:
-                rebuild_index(self.engine, self.index_dir, search_engine=self.search_engine)
+                rebuild_index(engine, self.index_dir, search_engine=self.search_engine)
                 with self._lock:
                     self._close_all()
                 self._damaged = None
@@ -358,10 +206,10 @@ class SearchService:
 
     # -- searching -------------------------------------------------------------------------
 
-    def _parse(self, reader, read: ReadQuery, any_part: bool) -> Query:
+    def _parse(self, reader: EngineReader, read: ReadQuery, any_part: bool) -> Query:
         return reader.bound(reader.query_builder().build(read, any_part=any_part))
 
-    def _facets(self, reader, collected) -> dict[str, dict[str, int]]:
+    def _facets(self, reader: EngineReader, collected: Collected) -> dict[str, dict[str, int]]:
         facets = {}
         for name, counts in reader.facets(collected).items():
             facets[name] = dict(
@@ -369,7 +217,7 @@ class SearchService:
             )
         return facets
 
-    def _suggest(self, reader, text: str, read: ReadQuery) -> str | None:
+    def _suggest(self, reader: EngineReader, text: str, read: ReadQuery) -> str | None:
         """`text` with its misspelt plain words corrected; field names, excluded words and
         phrases are left as typed."""
         suggestion, changed = text, False
@@ -384,7 +232,7 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit, needles: dict[str, tuple[str, ...]]) -> str:
+    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]]) -> str:
         """The first field that contains a query term, marked around its first occurrences.
 
         Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
@@ -467,7 +315,7 @@ class SearchService:
     def _search(
         self,
         text: str,
-        reader,
+        reader: EngineReader,
         kind: str | None,
         tag: str | None,
         page: int,
@@ -512,10 +360,14 @@ class SearchService:
         result.suggestion = suggestion
         return result
 
-    def _collect(self, reader, query: Query, filters: list[Query], limit: int):
+    def _collect(
+        self, reader: EngineReader, query: Query, filters: list[Query], limit: int
+    ) -> Collected:
         return reader.collect(And([query, *filters]) if filters else query, limit)
 
-    def _rank_by_coverage(self, reader, read: ReadQuery, ranked: list[tuple[float, object]]):
+    def _rank_by_coverage(
+        self, reader: EngineReader, read: ReadQuery, ranked: list[tuple[float, Any]]
+    ) -> list[tuple[float, Any]]:
         """Re-rank any-word results: the score times the share of the query's weight the entry
         covers (each part weighs its inverse document frequency), so an entry with most of
         the rare words comes before one with a few common words many times."""
@@ -537,8 +389,8 @@ class SearchService:
 
     def _page(
         self,
-        reader,
-        ranked: list[tuple[float, object]],
+        reader: EngineReader,
+        ranked: list[tuple[float, Any]],
         query: Query,
         page: int,
         limit: int,

@@ -14,7 +14,7 @@ interrupted rebuild leaves the old index serving. Incremental updates follow the
 every change after the generation's `seq` is applied, then `seq` moves.
 
 Sequence numbers are handed out at insert, not at commit. Writers serialize on PostgreSQL (see
-`storage._record_change`), and catch-up does not rely on it: it re-reads the last FEED_WINDOW
+`storage.feed._record_change`), and catch-up does not rely on it: it re-reads the last FEED_WINDOW
 numbers too and applies any change in them it has not applied (state.json lists those it has),
 and it counts. When the changes applied do not add up to the feed's count (a change older than
 the window, a restored database), the index is rebuilt.
@@ -37,6 +37,7 @@ from app import storage
 from app.files import write_atomically
 from app.models import Entry, Signature
 from app.rendering import extract_text
+from app.search.engine import SearchEngine
 from app.search.glossary import expansions
 
 logger = logging.getLogger(__name__)
@@ -48,20 +49,6 @@ FEED_WINDOW = 1000  # sequence numbers below the newest that catch-up reads agai
 # rebuilt rather than updated.
 SCHEMA_VERSION = 3
 
-# Field boosts: id and title > aliases > signatures and questions > summary, glossary > body
-# (aliases and glossary chosen on half A of the real question titles, bench/questions.py).
-FIELD_BOOSTS = {
-    "id_text": 6.0,
-    "title": 5.0,
-    "aliases": 6.0,
-    "questions": 3.0,
-    "glossary": 2.0,
-    "signatures": 3.0,
-    "summary": 2.0,
-    "body": 1.0,
-    "code": 1.0,
-}
-SEARCH_FIELDS = tuple(FIELD_BOOSTS)
 ENGINES = ("whoosh", "tantivy")
 ENGINE_VARIABLE = "PITFALLS_SEARCH_ENGINE"
 
@@ -74,7 +61,7 @@ def engine_name(name: str | None = None) -> str:
     return name
 
 
-def load_engine(name: str | None = None):
+def load_engine(name: str | None = None) -> SearchEngine:
     """The module that writes and reads generations for the engine `name` (imported lazily:
     tantivy is an optional extra)."""
     if engine_name(name) == "tantivy":
@@ -313,7 +300,8 @@ def update_index(engine: Engine, index_dir: Path, search_engine: str | None = No
             return state
         applied = set(state.recent)
         window, total = storage.changes_and_count(session, seq=max(0, state.seq - FEED_WINDOW))
-        changes = [c for c in window if c.seq > state.seq or c.seq not in applied]
+        numbered = [(c.seq, c.entry_id) for c in window if c.seq is not None]  # all: stored rows
+        changes = [(seq, entry) for seq, entry in numbered if seq > state.seq or seq not in applied]
         if state.count + len(changes) != total:
             logger.warning(
                 "search index: %d changes applied of %d in the feed; rebuilding",
@@ -321,7 +309,7 @@ def update_index(engine: Engine, index_dir: Path, search_engine: str | None = No
                 total,
             )
             return rebuild_index(engine, index_dir, search_engine=name)
-        entry_ids = list(dict.fromkeys(change.entry_id for change in changes))
+        entry_ids = list(dict.fromkeys(entry_id for _seq, entry_id in changes))
         entries = storage.get_entries(session, entry_ids=entry_ids)
         documents = {
             entry_id: document_for(entry, storage.entry_signatures(session, entry_id=entry_id))
@@ -330,8 +318,9 @@ def update_index(engine: Engine, index_dir: Path, search_engine: str | None = No
         }
     if not load_engine(name).apply_changes(state.generation, entry_ids, documents):
         return state  # another process is applying the same changes right now
-    new_seq = max(state.seq, *(c.seq for c in changes))
-    recent = sorted(n for n in applied | {c.seq for c in changes} if n > new_seq - FEED_WINDOW)
+    new_seq = max(state.seq, *(seq for seq, _entry_id in changes))
+    seen = applied | {seq for seq, _entry_id in changes}
+    recent = sorted(n for n in seen if n > new_seq - FEED_WINDOW)
     new_state = IndexState(
         state.generation,
         new_seq,

@@ -69,10 +69,6 @@ class ReadQuery:
     parts: tuple[Part, ...] = ()
     words: tuple[str, ...] = field(default=())  # the plain positive words, for "did you mean"
 
-    @property
-    def empty(self) -> bool:
-        return not any(not p.negated for p in self.parts)
-
     def positive_parts(self) -> tuple[Part, ...]:
         return tuple(p for p in self.parts if not p.negated)
 

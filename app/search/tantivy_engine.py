@@ -21,7 +21,7 @@ from whoosh import query as wq
 
 from app.budget import check_budget
 from app.search.analysis import document_tokens, spelling_words
-from app.search.index import FIELD_BOOSTS, SEARCH_FIELDS
+from app.search.engine import FIELD_BOOSTS, SEARCH_FIELDS
 from app.search.query import QueryBuilder
 from app.search.whoosh_engine import (
     MAX_MULTI_TERMS,
@@ -198,7 +198,7 @@ class TantivyIndex:
         )
 
     def close(self) -> None:
-        self._index = None
+        self._index = None  # type: ignore[assignment]  # dropped so that tantivy unmaps its files
 
 
 def open_index(generation: Path) -> TantivyIndex:
@@ -209,7 +209,7 @@ def open_index(generation: Path) -> TantivyIndex:
 class Collected:
     ranked: list[tuple[float, tuple[int, int]]]  # (score, (segment, document))
     total: int
-    query: object  # the tantivy query, for the facet aggregation
+    query: "tantivy.Query | None"  # the tantivy query, for the facet aggregation
 
 
 @dataclass
@@ -240,7 +240,7 @@ class TantivyReader:
             return False
 
     def close(self) -> None:
-        self.searcher = None
+        self.searcher = None  # type: ignore[assignment]  # a closed reader is never used again
 
     def query_builder(self) -> QueryBuilder:
         if self.builder is None:
@@ -334,7 +334,8 @@ class TantivyReader:
             return Collected([], 0, None)
         found = self.searcher.search(translated, max(1, limit), count=True)
         ranked = [(score, (a.segment_ord, a.doc)) for score, a in found.hits[:limit]]
-        return Collected(ranked, found.count, translated)
+        total = found.count  # type: ignore[attr-defined]  # tantivy's stub omits `count`
+        return Collected(ranked, total, translated)
 
     def _id_of(self, doc: tuple[int, int]) -> str:
         if doc not in self.ids:
@@ -348,7 +349,8 @@ class TantivyReader:
         translated = self.translate(query)
         if translated is None or not among:
             return 0, set()
-        count = self.searcher.search(translated, 1, count=True).count
+        found = self.searcher.search(translated, 1, count=True)
+        count = found.count  # type: ignore[attr-defined]  # tantivy's stub omits `count`
         if not count:
             return 0, set()
         only = tantivy.Query.term_set_query(self.tschema, "id", [self._id_of(d) for d in among])

@@ -24,7 +24,7 @@ from whoosh.searching import Searcher
 
 from app.budget import check_budget
 from app.search.analysis import code_analyzer, prose_analyzer, spelling_analyzer, stem_word
-from app.search.index import FIELD_BOOSTS, SEARCH_FIELDS
+from app.search.engine import FIELD_BOOSTS, SEARCH_FIELDS
 from app.search.query import QueryBuilder
 
 FACET_FIELDS = {"kind": "kind", "tag": "tags"}
