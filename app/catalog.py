@@ -9,6 +9,7 @@ from sqlmodel import Session
 
 from app import storage
 from app.entry_details import entry_url
+from app.errors import PitfallsError
 from app.models import UtcTimestamp
 from app.search import SearchService
 
@@ -21,8 +22,10 @@ EntrySort = Literal["title", "-title", "updated", "-updated"]
 ENTRY_SORTS: tuple[str, ...] = ("title", "-title", "updated", "-updated")
 
 
-class NotFound(LookupError):
+class NotFound(PitfallsError, LookupError):
     """What was asked for does not exist; the message says so in words a person can act on."""
+
+    status = 404
 
 
 class EntryCard(BaseModel):

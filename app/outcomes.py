@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.answer_tokens import AnswerSigner, AnswerTokenRefused
+from app.errors import PitfallsError
 from app.models import Entry, Outcome, utcnow
 
 FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
@@ -46,10 +47,12 @@ class ReportRules:
         )
 
 
-class OutcomeRefused(Exception):
+class OutcomeRefused(PitfallsError):
+    """A report that is not counted: `status` says why (422 malformed, 403 not vouched for,
+    404 no such entry, 429 too many)."""
+
     def __init__(self, message: str, status: int = 422) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 class OutcomeStats(BaseModel):

@@ -31,6 +31,7 @@ from app.checker import (
 )
 from app.entries import EntryDocument, Problem, parse_entry
 from app.entry_details import entry_url
+from app.errors import PitfallsError
 from app.matching import (
     KNOWN_MATCH_THRESHOLD,
     SignatureHit,
@@ -47,17 +48,26 @@ RESERVED_IDS = frozenset({"new", "check"})  # page paths under /entries/
 _DIFF_FORMATTER = HtmlFormatter(nowrap=True)
 
 
-class SaveRefused(Exception):
+class SaveRefused(PitfallsError):
     """The draft cannot be saved as it is; `problems` says where, `status` how to answer."""
 
     def __init__(self, message: str, problems: Sequence[Problem] = (), status: int = 422) -> None:
-        super().__init__(message)
+        super().__init__(message, status=status)
         self.problems = list(problems)
-        self.status = status
+
+    def extra(self) -> dict:
+        problems = [
+            {"line": p.line, "message": p.message, "severity": p.severity} for p in self.problems
+        ]
+        return {"problems": problems}
 
 
-class EditConflict(Exception):
-    """Someone saved the entry after the revision this edit started from."""
+class EditConflict(PitfallsError):
+    """Someone saved the entry after the revision this edit started from. The API's edits are
+    conditional requests (If-Match), hence 412 and the current ETag; a page's form says 409."""
+
+    status = 412
+    page_status = 409
 
     def __init__(self, entry_id: str, base: int, current: int) -> None:
         super().__init__(
@@ -67,6 +77,12 @@ class EditConflict(Exception):
         self.entry_id = entry_id
         self.base = base
         self.current = current
+
+    def headers(self) -> dict[str, str]:
+        return {"ETag": f'"{self.current}"'}
+
+    def extra(self) -> dict:
+        return {"current_revision": self.current}
 
 
 @dataclass

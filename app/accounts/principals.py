@@ -5,14 +5,17 @@ from typing import Literal
 
 from sqlmodel import Session, col, select
 
+from app.errors import PitfallsError
 from app.models import AuditEvent
 
 ROLE_RANK = {"": -1, "reader": 0, "editor": 1, "admin": 2}
 SCOPE_ROLE = {"read": "reader", "write": "editor"}
 
 
-class AccountError(ValueError):
+class AccountError(PitfallsError, ValueError):
     """A request about accounts or tokens that cannot be done; the message says why."""
+
+    status = 422
 
 
 class AccountDisabled(Exception):

@@ -25,6 +25,7 @@ from whoosh.query import And, AndNot, Every, Query, Term
 
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.change_feed import ChangeWatcher
+from app.errors import PitfallsError
 from app.metrics import SEARCH_SECONDS
 from app.search.engine import Collected, EngineIndex, EngineReader
 from app.search.highlight import mark_terms
@@ -53,12 +54,20 @@ _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
 
 
-class IndexUnavailable(RuntimeError):
+class IndexUnavailable(PitfallsError, RuntimeError):
     """There is no usable index: not built yet, or damaged and being rebuilt."""
 
+    status = 503
 
-class SearchTooSlow(RuntimeError):
+    @property
+    def message(self) -> str:
+        return f"Search is unavailable for a moment: {self}."
+
+
+class SearchTooSlow(PitfallsError, RuntimeError):
     """A search ran past its time budget and was stopped."""
+
+    status = 503
 
 
 def _plain_words(text: str) -> str:

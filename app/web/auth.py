@@ -37,6 +37,7 @@ from app.accounts import (
     user_principal,
 )
 from app.answer_tokens import app_secret
+from app.errors import PitfallsError
 from app.models import User
 from app.settings import Settings
 from app.web.http import decoded, form_fields_of, read_write_body
@@ -46,8 +47,14 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 
 
-class LoginRequired(Exception):
-    """The caller is anonymous and must log in (pages) or present a token (API)."""
+class LoginRequired(PitfallsError):
+    """The caller is anonymous and must log in (pages) or present a token (API). A page's GET
+    is sent to the login form instead (`app.web.errors`)."""
+
+    status = 401
+
+    def __init__(self, message: str = "Log in first; nothing was saved.") -> None:
+        super().__init__(message)
 
 
 def session_secret(settings: Settings, engine: Engine) -> str:

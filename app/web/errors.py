@@ -9,14 +9,11 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from app.accounts import AccountError
-from app.catalog import NotFound
-from app.search import IndexUnavailable, SearchTooSlow
+from app.errors import PitfallsError
 from app.storage import database_problem
 from app.web.auth import LoginRequired, login_url
 from app.web.middleware.headers import add_security_headers
 from app.web.middleware.twins import route_path
-from app.wiki import EditConflict, SaveRefused
 
 logger = logging.getLogger("pitfalls")
 
@@ -74,73 +71,29 @@ def install_error_handlers(app: FastAPI) -> None:
         # This handler answers outside the middleware that adds them to every other response.
         return add_security_headers(response, request.url.path)
 
-    @app.exception_handler(OverflowError)
-    async def _too_large_number(request: Request, exc: OverflowError) -> Response:
-        return error_response(request, 422, "A number in the request is too large.")
-
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> Response:
-        return error_response(request, 404, str(exc))
-
-    @app.exception_handler(LoginRequired)
-    async def _login_required(request: Request, exc: LoginRequired) -> Response:
-        if _wants_json(request):
-            return error_response(
-                request,
-                401,
-                "Authentication required: send 'Authorization: Bearer <token>' "
-                "(create one with `pitfalls token create`).",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if request.method in ("GET", "HEAD"):
-            return RedirectResponse(login_url(request), status_code=303)
-        return error_response(request, 401, "Log in first; nothing was saved.")
-
-    @app.exception_handler(SaveRefused)
-    async def _refused(request: Request, exc: SaveRefused) -> Response:
-        problems = [
-            {"line": p.line, "message": p.message, "severity": p.severity} for p in exc.problems
-        ]
-        return error_response(request, exc.status, str(exc), {"problems": problems})
-
-    @app.exception_handler(EditConflict)
-    async def _conflict(request: Request, exc: EditConflict) -> Response:
-        # The API's edits are conditional requests (If-Match), hence 412 and the current ETag.
-        status = 412 if _wants_json(request) else 409
+    @app.exception_handler(PitfallsError)
+    async def _refused(request: Request, exc: PitfallsError) -> Response:
+        """Every domain error: its status (a page's own, where it has one), its message, the
+        fields and headers it carries. A page's GET that needs a login goes to the form."""
+        wants_json = _wants_json(request)
+        if isinstance(exc, LoginRequired):
+            if wants_json:
+                return error_response(
+                    request,
+                    401,
+                    "Authentication required: send 'Authorization: Bearer <token>' "
+                    "(create one with `pitfalls token create`).",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            if request.method in ("GET", "HEAD"):
+                return RedirectResponse(login_url(request), status_code=303)
+        status = exc.status if wants_json or exc.page_status is None else exc.page_status
+        headers = exc.headers()
         return error_response(
-            request,
-            status,
-            str(exc),
-            {"current_revision": exc.current},
-            headers={"ETag": f'"{exc.current}"'},
+            request, status, exc.message, exc.extra(), headers=dict(headers) if headers else None
         )
-
-    @app.exception_handler(AccountError)
-    async def _account_error(request: Request, exc: AccountError) -> Response:
-        return error_response(request, 422, str(exc))
-
-    @app.exception_handler(IndexUnavailable)
-    async def _no_index(request: Request, exc: IndexUnavailable) -> Response:
-        return error_response(request, 503, f"Search is unavailable for a moment: {exc}.")
-
-    @app.exception_handler(SearchTooSlow)
-    async def _slow_search(request: Request, exc: SearchTooSlow) -> Response:
-        return error_response(request, 503, str(exc))
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, exc: ClientDisconnect) -> Response:
         logger.info("client went away during %s %s", request.method, request.url.path)
         return Response(status_code=499)
-
-    @app.exception_handler(UnicodeError)
-    async def _bad_text(request: Request, exc: UnicodeError) -> Response:
-        return error_response(
-            request,
-            400,
-            "The request holds text that is not valid Unicode (a lone surrogate such as "
-            "\\ud800); send UTF-8 text.",
-        )
-
-    @app.exception_handler(RecursionError)
-    async def _too_deep(request: Request, exc: RecursionError) -> Response:
-        return error_response(request, 400, "The request is nested too deeply to read.")

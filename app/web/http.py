@@ -75,6 +75,30 @@ def required_fields(model: type[BaseModel]) -> str:
     return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
+NOT_UNICODE = (
+    "The request holds text that is not valid Unicode (a lone surrogate such as \\ud800); "
+    "send UTF-8 text."
+)
+
+
+def _json_text(body: bytes):
+    """A JSON body whose every string is real text: JSON's `\\ud800` escape decodes to a lone
+    surrogate, which no database or UTF-8 writer takes (UnicodeEncodeError, refused here while
+    the request is decoded rather than wherever the text would first be written)."""
+    payload = json.loads(body)
+    pending = [payload]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            value.encode("utf-8")
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return payload
+
+
 async def read_json(request: Request, model: type[BaseModel]):
     """The JSON body as `model`, read after the caller is authorized, within the size limit."""
     body = await read_write_body(request, "body")
@@ -83,7 +107,11 @@ async def read_json(request: Request, model: type[BaseModel]):
             422, f"The body is empty; send a JSON object with {required_fields(model)}."
         )
     try:
-        payload = await decoded(len(body), json.loads, body)
+        payload = await decoded(len(body), _json_text, body)
+    except RecursionError:
+        raise HTTPException(400, "The request is nested too deeply to read.") from None
+    except UnicodeEncodeError:
+        raise HTTPException(400, NOT_UNICODE) from None
     except ValueError:
         raise HTTPException(400, "The body is not valid JSON.") from None
     if not isinstance(payload, dict):

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from app.answers import Answer, answer_paste
 from app.entry_details import entry_url
 from app.inbox import record_unknown
-from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, OutcomeRefused, record_outcome
+from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, record_outcome
 from app.tracebacks import parse_traceback
 from app.web.auth import SESSION_COOKIE, check_csrf, form_fields, get_principal, read_access
 from app.web.deps import SettingsDep
@@ -219,20 +219,17 @@ async def outcome_form(request: Request):
     await check_csrf(request)
     form = await form_fields(request)
     entry_id = form.get("id", "")
-    try:
-        await request.app.state.writes.run(
-            record_outcome,
-            request.app.state.engine,
-            fingerprint=form.get("fingerprint", ""),
-            id=entry_id,
-            worked=form.get("worked") == "yes",
-            note=form.get("note", ""),
-            voter=voter_of(request),
-            answer_token=form.get("answer_token", ""),
-            rules=request.app.state.report_rules,
-        )
-    except OutcomeRefused as exc:
-        raise HTTPException(exc.status, str(exc)) from None
+    await request.app.state.writes.run(
+        record_outcome,
+        request.app.state.engine,
+        fingerprint=form.get("fingerprint", ""),
+        id=entry_id,
+        worked=form.get("worked") == "yes",
+        note=form.get("note", ""),
+        voter=voter_of(request),
+        answer_token=form.get("answer_token", ""),
+        rules=request.app.state.report_rules,
+    )
     return see_other(request, f"{entry_url(entry_id)}?reported=1#outcomes")
 
 
@@ -302,17 +299,14 @@ async def report_outcome(request: Request) -> OutcomeOut:
         raise HTTPException(422, "Send the report as JSON (Content-Type: application/json).")
     body = await read_json(request, OutcomeWrite)
     voter = voter_of(request)
-    try:
-        return await request.app.state.writes.run(
-            record_outcome,
-            request.app.state.engine,
-            fingerprint=body.fingerprint,
-            id=body.id,
-            worked=body.worked,
-            note=body.note,
-            voter=voter,
-            answer_token=body.answer_token,
-            rules=request.app.state.report_rules,
-        )
-    except OutcomeRefused as exc:
-        raise HTTPException(exc.status, str(exc)) from None
+    return await request.app.state.writes.run(
+        record_outcome,
+        request.app.state.engine,
+        fingerprint=body.fingerprint,
+        id=body.id,
+        worked=body.worked,
+        note=body.note,
+        voter=voter,
+        answer_token=body.answer_token,
+        rules=request.app.state.report_rules,
+    )
