@@ -1,4 +1,4 @@
-"""Checks across entry files: duplicate ids, `related` links, and signature collisions.
+"""Checks across entry files: duplicate ids, `related` links, signature collisions and wordings.
 
 `pitfalls check`, `pitfalls ingest` and the wiki's draft check all judge links and collisions
 with the functions here, so an entry is judged the same way wherever it comes from.
@@ -12,8 +12,10 @@ from typing import Protocol
 from app.entries import EntryDocument, Problem, read_entry_file
 from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
 from app.matching.likely import EntryText
+from app.matching.signature_tier import known_matches, match_paste
 from app.rendering import markdown_section
 from app.signatures import PatternError, compile_pattern
+from app.tracebacks import parse_traceback
 
 
 def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
@@ -189,6 +191,54 @@ def rival_problems(
     return problems
 
 
+def wording_rivals(text: str, entry_id: str, matcher: SignatureMatcher) -> list[str] | None:
+    """The entries that the signature tier ranks with or ahead of `entry_id` for a pasted
+    `text`, as a paste on /match is ranked; None when no signature of `entry_id` claims it."""
+    found = known_matches(match_paste(matcher, parse_traceback(text)))
+    own = next((m for m in found if m.entry_id == entry_id), None)
+    if own is None:
+        return None
+    key = (own.confidence, own.hit.specificity)
+    return [
+        m.entry_id
+        for m in found
+        if m.entry_id != entry_id and (m.confidence, m.hit.specificity) >= key
+    ]
+
+
+def wording_problems(docs: Sequence[EntryDocument], matcher: SignatureMatcher) -> list[Problem]:
+    """Each wording of `docs` must be matched first by its own entry, as a signature's example
+    must: a wording nothing claims needs a wider signature, one another entry wins a narrower."""
+    problems = []
+    for doc in docs:
+        if doc.front is None:
+            continue
+        for index, wording in enumerate(doc.front.wordings):
+            if not wording.text.strip():
+                continue  # reported by the entry's own check
+            rivals = wording_rivals(wording.text, doc.front.id, matcher)
+            line = doc.line_of("wordings", index, "text")
+            if rivals is None:
+                problems.append(
+                    Problem(
+                        doc.path,
+                        line,
+                        f"wordings[{index}] is matched by no signature of this entry: widen a "
+                        "signature or add one for this wording",
+                    )
+                )
+            elif rivals:
+                problems.append(
+                    Problem(
+                        doc.path,
+                        line,
+                        f"wordings[{index}] is matched as well or better by entry "
+                        f"{rivals[0]!r}: make one pattern more specific",
+                    )
+                )
+    return problems
+
+
 # A prefix word that narrows a tag to another thing: `multi-gpu` is not a spelling of `gpu`.
 QUALIFYING_PREFIXES = frozenset({"multi", "single", "non"})
 
@@ -274,5 +324,6 @@ def check_paths(paths: Sequence[Path]) -> CheckReport:
     problems += related_problems(docs, known)
     matcher = SignatureMatcher(signature_records(d for d in all_docs if d.ok))
     problems += collision_problems([d for d in docs if d.ok], matcher)
+    problems += wording_problems([d for d in docs if d.ok], matcher)
     problems += tag_spelling_problems(docs, context)
     return CheckReport(docs=docs, problems=sorted(set(problems)))

@@ -58,6 +58,19 @@ class SignatureSpec(BaseModel):
     example: str
 
 
+class WordingSpec(BaseModel):
+    """One message as some release of PyTorch (or a library that re-raises it) prints it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str  # `Type: message`, placeholders filled with realistic values
+    source: str  # `owner/repo <tag or release line> <path in that repo>`
+
+
+# `pytorch/pytorch v1.13.0 aten/src/ATen/native/TensorShape.cpp`
+WORDING_SOURCE_PATTERN = re.compile(r"^[\w.-]+/[\w.-]+ \S+ [^\s/][^\s]*$")
+
+
 class FrontMatter(BaseModel):
     """The front-matter fields of the entry format contract."""
 
@@ -72,6 +85,8 @@ class FrontMatter(BaseModel):
     questions: list[str] = []
     versions: str | None = None
     signatures: list[SignatureSpec] = []
+    # The wordings of this check across releases and wrappers; each must match this entry first.
+    wordings: list[WordingSpec] = []
     related: list[str] = []
     sources: list[str] = []
 
@@ -251,7 +266,9 @@ def _describe_validation_error(error: dict, value_path: tuple) -> str:
     where = ".".join(str(part) for part in value_path)
     kind = error["type"]
     if kind == "extra_forbidden":
-        parent = FrontMatter if len(value_path) == 1 else SignatureSpec
+        parents = {"signatures": SignatureSpec, "wordings": WordingSpec}
+        nested = parents.get(str(value_path[0]), SignatureSpec)
+        parent = FrontMatter if len(value_path) == 1 else nested
         allowed = ", ".join(parent.model_fields)
         return f"unknown field {value_path[-1]!r} (allowed: {allowed})"
     if kind == "missing":
@@ -317,6 +334,40 @@ def _check_signatures(doc: EntryDocument) -> None:
                     doc.line_of("signatures", index, "exception"),
                     f"signatures[{index}].exception must be a class name such as RuntimeError, "
                     f"got {signature.exception!r}",
+                )
+            )
+
+
+def _check_wordings(doc: EntryDocument) -> None:
+    """The form of each wording; whether the matcher ranks its entry first is the checker's."""
+    assert doc.front is not None
+    seen: set[str] = set()
+    for index, wording in enumerate(doc.front.wordings):
+        text_line = doc.line_of("wordings", index, "text")
+        if not wording.text.strip():
+            doc.problems.append(Problem(doc.path, text_line, f"wordings[{index}].text is empty"))
+        elif wording.text != wording.text.strip():
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    text_line,
+                    f"wordings[{index}].text starts or ends with white space: quote the message "
+                    "exactly as it is printed",
+                )
+            )
+        elif wording.text in seen:
+            doc.problems.append(
+                Problem(doc.path, text_line, f"wordings[{index}].text is listed twice")
+            )
+        seen.add(wording.text)
+        if not WORDING_SOURCE_PATTERN.match(wording.source):
+            doc.problems.append(
+                Problem(
+                    doc.path,
+                    doc.line_of("wordings", index, "source"),
+                    f"wordings[{index}].source {wording.source!r} must read 'owner/repo <tag or "
+                    "release line> <path in that repo>', such as 'pytorch/pytorch v1.13.0 "
+                    "aten/src/ATen/native/TensorShape.cpp'",
                 )
             )
 
@@ -417,6 +468,7 @@ def _check_fields(doc: EntryDocument, expected_id: str | None) -> None:
     if front.id in front.related:
         add(Problem(doc.path, doc.line_of("related"), "related lists the entry itself"))
     _check_signatures(doc)
+    _check_wordings(doc)
 
 
 def _check_body(doc: EntryDocument) -> None:

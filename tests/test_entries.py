@@ -48,7 +48,7 @@ def test_unknown_field_names_the_field_and_its_line():
     text = entry_text(extra_front="colour: red\n")
     assert problems_of(text) == [
         "content/sample-entry.md:7: unknown field 'colour' (allowed: id, title, summary, kind, "
-        "tags, aliases, questions, versions, signatures, related, sources)"
+        "tags, aliases, questions, versions, signatures, wordings, related, sources)"
     ]
 
 

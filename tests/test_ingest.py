@@ -111,7 +111,7 @@ def test_broken_file_is_reported_and_the_rest_loads(engine, content_dir: Path):
     assert report.failed == 1 and report.counts["create"] == 1
     assert [str(p) for p in report.problems if p.severity == "error"] == [
         f"{content_dir.name}/bad.md:7: unknown field 'colour' (allowed: id, title, summary, kind, "
-        "tags, aliases, questions, versions, signatures, related, sources)"
+        "tags, aliases, questions, versions, signatures, wordings, related, sources)"
     ]
     assert [e.id for e in rows(engine, Entry)] == ["good"]
 
