@@ -36,7 +36,7 @@ READER_URLS = [
 class Site:
     def __init__(self, client: TestClient) -> None:
         self.app = client.app
-        with Session(client.app.state.engine) as session:
+        with Session(client.app.state.runtime.engine) as session:
             _, self.token = create_token(
                 session, name="ci-bot", scope="write", expires_in=None, owner=CLI
             )
@@ -221,7 +221,7 @@ def test_the_answer_renders_an_entrys_fix_once_per_revision(site: Site):
     paste = {"text": "RuntimeError: failure in first-entry number 3"}
     first = client.post("/api/v1/match", json=paste).json()["matches"][0]
     assert "fixed" in first["fix_html"] and first["snippets"][0]["code"] == "print('fixed')\n"
-    with Session(site.app.state.engine) as session:
+    with Session(site.app.state.runtime.engine) as session:
         entry = storage.get_entry(session, "first-entry")
         assert entry_parts.get(session, entry) is entry_parts.get(session, entry)  # kept
     twin = client.get("/api/v1/entries/first-entry")
@@ -241,7 +241,7 @@ def test_the_same_paste_is_answered_from_memory_until_the_content_moves(site: Si
     client = site.anonymous()
     paste = {"text": "RuntimeError: failure in first-entry number 3"}
     first = client.post("/api/v1/match", json=paste)
-    answers = site.app.state.answers
+    answers = site.app.state.runtime.answers
     (kept,) = answers._items.values()
     assert client.post("/api/v1/match", json=paste).content == kept.json() == first.content
     assert len(answers) == 1 and next(iter(answers._items.values())) is kept
@@ -270,7 +270,7 @@ def _examples(records) -> list[str]:
 
 
 def test_a_matcher_built_beside_another_reuses_its_sets_and_matches_as_a_fresh_one(real_client):
-    with Session(real_client.app.state.engine) as session:
+    with Session(real_client.app.state.runtime.engine) as session:
         records = storage.active_signature_records(session)
     base = SignatureMatcher(records, chunk_size=40, reuse=False)
     changed = [
@@ -301,7 +301,7 @@ def test_a_matcher_built_beside_another_reuses_its_sets_and_matches_as_a_fresh_o
 
 def test_after_a_save_the_process_matcher_is_what_a_full_rebuild_gives(site: Site):
     client = site.anonymous()
-    matchers = site.app.state.matchers
+    matchers = site.app.state.runtime.matchers
     before = matchers.current()
     twin = client.get("/api/v1/entries/first-entry")
     edited = (
@@ -317,7 +317,7 @@ def test_after_a_save_the_process_matcher_is_what_a_full_rebuild_gives(site: Sit
     assert saved.status_code == 200, saved.text
     after = matchers.current()
     assert after is not before
-    with Session(site.app.state.engine) as session:
+    with Session(site.app.state.runtime.engine) as session:
         records = storage.active_signature_records(session)
         texts = storage.active_entry_texts(session)
     full = PasteMatcher(SignatureMatcher(records, reuse=False), texts)
@@ -343,7 +343,7 @@ def test_after_a_save_the_process_matcher_is_what_a_full_rebuild_gives(site: Sit
 
 def test_kept_pages_cost_no_query_yet_a_write_elsewhere_shows_within_the_interval(site: Site):
     client = site.anonymous()
-    marks = site.app.state.content_marks
+    marks = site.app.state.runtime.marks
     client.get("/api/v1/search?q=failure")
     reads, started = marks.reads, time.monotonic()
     for _ in range(20):
@@ -355,7 +355,7 @@ def test_kept_pages_cost_no_query_yet_a_write_elsewhere_shows_within_the_interva
     # Another process writes: no commit here, the feed moves underneath. Within the interval
     # the kept answer may still be served; after it, the page is rendered again.
     kept = client.get("/api/v1/overview")
-    engine = site.app.state.engine
+    engine = site.app.state.runtime.engine
     with engine.begin() as connection:
         connection.exec_driver_sql(
             "INSERT INTO outcome (fingerprint, entry_id, worked, note, voter, created_at) "
@@ -442,7 +442,7 @@ def test_a_paste_answered_before_is_answered_without_the_routes(site: Site):
     assert _post(site.app, shortcut, b"{not json", chunk=3) == (418, b"{not json")
     token = [(b"authorization", f"Bearer {site.token}".encode())]
     assert _post(site.app, shortcut, body, headers=token) == (418, body)
-    huge = b'{"text": "' + b"x" * (8 * site.app.state.settings.max_paste_bytes) + b'"}'
+    huge = b'{"text": "' + b"x" * (8 * site.app.state.runtime.settings.max_paste_bytes) + b'"}'
     status, echoed = _post(site.app, shortcut, huge, chunk=65536)
     assert status == 418 and echoed == huge
     assert len(inner.bodies) == 4
@@ -452,5 +452,5 @@ def test_a_private_site_never_answers_a_kept_paste_to_anonymous_callers(private_
     paste = {"text": "RuntimeError: failure in first-entry number 3"}
     client = private_site.anonymous()
     assert client.post("/api/v1/match", json=paste, headers=private_site.writer).status_code == 200
-    assert len(private_site.app.state.answers) == 1
+    assert len(private_site.app.state.runtime.answers) == 1
     assert client.post("/api/v1/match", json=paste).status_code == 401

@@ -278,7 +278,7 @@ def test_server_starts_and_the_live_check_refuses_the_bomb_quickly(make_settings
     with TestClient(create_app(make_settings(content_dir))) as client:
         assert client.get("/api/v1/entries/good").status_code == 200
         assert client.get("/api/v1/entries/bomb").status_code == 404
-        with Session(client.app.state.engine) as session:
+        with Session(client.app.state.runtime.engine) as session:
             _, token = create_token(
                 session, name="editor-bot", scope="write", expires_in=None, owner=CLI
             )

@@ -1,7 +1,8 @@
 """The import graph of `app/`: no cycle between modules, and no inner part importing a face.
 
 Every import counts, also one inside a function (a lazy import is still a dependency, and a
-cycle through one only waits for the call that closes it). The faces are the ways in from
+cycle through one only waits for the call that closes it), except those under
+`if TYPE_CHECKING:`, which never run. The faces are the ways in from
 outside: the web app (`app/web/`), the command line (`app/cli*`), the MCP server
 (`app/mcp_server*`) and the notebook and script hook (`app/hook*`). Everything else is an inner
 part, which the faces call and which never calls them.
@@ -37,11 +38,22 @@ def _absolute(name: str, level: int, importer: str, is_package: bool) -> str:
     return ".".join([*base, name] if name else base)
 
 
+def _type_checking_only(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The modules of `app` that module `name` imports anywhere in its file."""
     found: set[str] = set()
     is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if _type_checking_only(node):
+            node.body = []  # its imports are for the type checker: never executed
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

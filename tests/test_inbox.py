@@ -43,7 +43,7 @@ def test_with_the_inbox_off_nothing_of_a_paste_is_stored(make_settings, content_
     with TestClient(_app(make_settings, content_dir)) as client:
         assert client.post("/api/v1/match", json={"text": SECRET_PASTE}).json()["known"] is False
         client.post("/match", data={"text": SECRET_PASTE})
-        stored = _every_text_in_the_database(client.app.state.engine)
+        stored = _every_text_in_the_database(client.app.state.runtime.engine)
     assert "ConnectionError" not in stored and not any(m in stored for m in MARKERS)
 
 
@@ -51,7 +51,7 @@ def test_with_the_inbox_on_only_the_redacted_error_is_kept(make_settings, conten
     with TestClient(_app(make_settings, content_dir, inbox=True)) as client:
         answer = client.post("/api/v1/match", json={"text": SECRET_PASTE}).json()
         assert answer["known"] is False
-        stored = _every_text_in_the_database(client.app.state.engine)
+        stored = _every_text_in_the_database(client.app.state.runtime.engine)
         wiki = test_wiki.Wiki(client, content_dir)
         clusters = client.get("/api/v1/inbox", headers=wiki.bearer("ci-bot")).json()
         page = wiki.login("alice").get("/inbox").text
@@ -130,7 +130,7 @@ def test_a_full_inbox_makes_room_by_dropping_the_least_recently_seen(make_settin
         client.post("/api/v1/match", json={"text": errors[0]})  # alpha seen again: beta oldest
         client.post("/api/v1/match", json={"text": "ValueError: distinct failure delta"})
         kept = {c["message"]: c["count"] for c in _inbox(wiki)}
-        with client.app.state.engine.connect() as connection:
+        with client.app.state.runtime.engine.connect() as connection:
             rows = connection.execute(text("SELECT message FROM inbox_example")).scalars()
             examples = sorted(rows)
     assert kept == {

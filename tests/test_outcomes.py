@@ -188,8 +188,8 @@ def test_an_old_answer_token_is_refused(wiki):
     from app.answer_tokens import AnswerSigner
 
     fingerprint = _answer(wiki.client, 1)["fingerprint"]
-    rules = wiki.app.state.report_rules
-    days = wiki.app.state.settings.answer_token_days
+    rules = wiki.app.state.runtime.report_rules
+    days = wiki.app.state.runtime.settings.answer_token_days
     old = AnswerSigner(rules.signer.secret, max_age_s=rules.signer.max_age_s).issue(
         fingerprint=fingerprint,
         entry_ids=["first-entry"],
@@ -263,7 +263,7 @@ def test_x_forwarded_for_is_trusted_only_from_the_proxies_named(make_settings, c
             spoofed = {"X-Forwarded-For": "203.0.113.77"}
             made = client.post("/api/v1/outcomes", json=report, headers=spoofed)
             assert made.status_code == 200, made.text
-            with Session(app.state.engine) as session:
+            with Session(app.state.runtime.engine) as session:
                 voters = session.exec(select(Outcome.voter).order_by(Outcome.id)).all()
             assert voters == ["addr:127.0.0.1", "addr:203.0.113.77"][: len(voters)]
     assert len(voters) == 2

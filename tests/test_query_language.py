@@ -28,7 +28,7 @@ def client(module_search_engine, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def search(client):
-    return client.app.state.search
+    return client.app.state.runtime.search
 
 
 def ids(result) -> list[str]:

@@ -171,7 +171,7 @@ def _store_through_the_api(settings: Settings, markdown: str) -> None:
     from app.web import create_app
 
     with TestClient(create_app(settings)) as client:
-        with Session(client.app.state.engine) as session:
+        with Session(client.app.state.runtime.engine) as session:
             _, token = create_token(
                 session, name="ci-bot", scope="write", expires_in=None, owner=CLI
             )

@@ -88,7 +88,7 @@ def test_a_login_session_lasts_session_days(wiki: Wiki):
     wiki.login("alice")
     with Session(wiki.engine) as session:
         row = session.exec(select(LoginSession)).one()
-    days = wiki.app.state.settings.session_days
+    days = wiki.app.state.runtime.settings.session_days
     assert abs(row.expires_at - row.created_at - timedelta(days=days)) < timedelta(seconds=1)
     assert row.expires_at.tzinfo is not None  # UTC with its zone, on SQLite too
 

@@ -291,7 +291,7 @@ def _wiki_app(settings):
 
     client = TestClient(create_app(settings))
     client.__enter__()
-    with Session(client.app.state.engine) as session:
+    with Session(client.app.state.runtime.engine) as session:
         _, token = create_token(session, name="bot", scope="write", expires_in=None, owner=CLI)
         session.commit()
     return client, {"Authorization": f"Bearer {token}"}
@@ -323,7 +323,7 @@ def test_a_wiki_edit_of_a_snippet_is_not_verified_until_verify_runs_it(
     (content_dir / "good.md").write_text(entry_text("good", body=body), encoding="utf-8")
     settings = make_settings(content_dir)
     client, headers = _wiki_app(settings)
-    engine = client.app.state.engine
+    engine = client.app.state.runtime.engine
     plain = Unsandboxed(sys.executable)
     try:
         assert _badge(client, "good") == "unverified"

@@ -45,7 +45,7 @@ class Wiki:
         self.client = client
         self.content = content
         self.app = client.app
-        self.engine = client.app.state.engine
+        self.engine = client.app.state.runtime.engine
         self.tokens: dict[str, str] = {}
         with Session(self.engine) as session:
             for name, role in [
@@ -487,7 +487,7 @@ def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wi
     )
     # The live check judges against the cached matcher; a save reads every signature afresh.
     with Session(wiki.engine) as session:
-        shared = wiki.app.state.matchers.current().signatures
+        shared = wiki.app.state.runtime.matchers.current().signatures
         for text in (colliding, entry_text("first-entry").replace("failure in", "fault in")):
             live = check_draft(session, text, editing=None, shared=shared).problems
             assert live == check_draft(session, text).problems and live

@@ -37,6 +37,7 @@ from app.web.middleware.observe import Observe
 from app.web.middleware.paste_shortcut import PasteShortcut
 from app.web.middleware.twins import JsonTwins
 from app.web.offload import WriteQueue
+from app.web.runtime import Runtime
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -59,24 +60,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # `pitfalls serve` has already prepared the data; this covers `uvicorn --factory` use.
         # Start-up's database work runs in a thread, like every request's (never on the loop).
         await anyio.to_thread.run_sync(partial(prepare_data, settings, engine, ingest="if-empty"))
-        app.state.engine = engine
-        app.state.writes = WriteQueue(
-            at_once=1 if engine.url.get_backend_name() == "sqlite" else settings.db_pool_size,
-            wait_s=settings.write_queue_wait_ms / 1000,
-        )
-        app.state.search = SearchService(
-            settings.index_dir,
-            engine,
-            check_interval_ms=settings.index_check_interval_ms,
-            budget_ms=settings.search_budget_ms,
-            search_engine=settings.search_engine,
-        )
-        app.state.matchers = MatcherCache(engine, settings.index_check_interval_ms)
         # Pastes get threads of their own, as many as there are cores: a burst of them queues
-        # here instead of taking the threads that every other route needs.
-        app.state.paste_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
-        app.state.search_limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
-        app.state.password_limiter = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))
+        # there instead of taking the threads that every other route needs.
+        cores = os.cpu_count() or 2
+        assert settings.index_dir is not None  # the settings put it in the data dir
+        runtime = Runtime(
+            settings=settings,
+            engine=engine,
+            templates=templates,
+            report_rules=report_rules,
+            marks=MarkReader(),
+            answers=AnswerCache(),
+            writes=WriteQueue(
+                at_once=1 if engine.url.get_backend_name() == "sqlite" else settings.db_pool_size,
+                wait_s=settings.write_queue_wait_ms / 1000,
+            ),
+            search=SearchService(
+                settings.index_dir,
+                engine,
+                check_interval_ms=settings.index_check_interval_ms,
+                budget_ms=settings.search_budget_ms,
+                search_engine=settings.search_engine,
+            ),
+            matchers=MatcherCache(engine, settings.index_check_interval_ms),
+            paste_limiter=anyio.CapacityLimiter(max(2, cores)),
+            search_limiter=anyio.CapacityLimiter(max(2, cores)),
+            password_limiter=anyio.CapacityLimiter(max(1, cores // 2)),
+        )
+        app.state.runtime = runtime
         # A paste or search thread busy in Python makes the event loop wait up to this long
         # for the GIL at each of its system calls; 5 ms by default adds up to 100s of ms.
         sys.setswitchinterval(0.001)
@@ -84,9 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Compile the matcher and open a searcher before the first request, not during it: RE2
         # compiles holding the GIL, which would stall every other request for that time.
         def warm_up() -> None:
-            app.state.matchers.current()
+            runtime.matchers.current()
             with contextlib.suppress(IndexUnavailable):
-                app.state.search.search("cuda", limit=1, highlights=False, facets=False)
+                runtime.search.search("cuda", limit=1, highlights=False, facets=False)
             if settings.inbox:
                 load_rules()
 
@@ -99,21 +110,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.collect()
         gc.freeze()
 
-        def follow_feed() -> None:
-            app.state.search.expire()
-            app.state.search.catch_up()
-            app.state.matchers.expire()
-            app.state.matchers.current()
-
-        follower = FeedFollower(engine, settings.index_check_interval_ms, follow_feed)
+        follower = FeedFollower(engine, settings.index_check_interval_ms, runtime.refresh)
         follower.start()
-        app.state.feed_follower = follower
+        runtime.follower = follower
         try:
             async with mcp_server.session_manager.run():  # the /mcp transport's task group
                 yield
         finally:
             follower.stop()
-            app.state.search.close()
+            runtime.search.close()
             engine.dispose()
             gc.unfreeze()  # a process that starts apps again (tests) gets its memory back
 
@@ -126,17 +131,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         root_path=settings.root_path,
     )
-    app.state.settings = settings
     # Answer tokens are signed with the session's key (salted apart): every replica shares it.
-    app.state.report_rules = ReportRules.of(settings, secret)
-    app.state.content_marks = MarkReader()  # the page and answer caches' content mark
-    app.state.answers = AnswerCache()
+    report_rules = ReportRules.of(settings, secret)
     templates = Jinja2Templates(
         directory=str(resource_dir("templates")), context_processors=[_root_context]
     )
     templates.env.globals.update(principal=page_principal, csrf_token=csrf_token)
     templates.env.filters["atom_date"] = _atom_date
-    app.state.templates = templates
     app.mount(
         "/static/swagger-ui",
         StaticFiles(directory=str(SWAGGER_UI_PY_ROOT / "static")),
@@ -167,7 +168,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ]
     for router in (*api_routers, *page_routers):
         app.include_router(router)
-    route, mcp_server = mcp_route(app)
+    route, mcp_server = mcp_route(app, settings)
     app.router.routes.append(route)
     install_error_handlers(app)
 

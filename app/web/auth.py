@@ -41,6 +41,7 @@ from app.errors import PitfallsError
 from app.models import User
 from app.settings import Settings
 from app.web.http import decoded, form_fields_of, read_write_body
+from app.web.runtime import runtime_of
 
 SESSION_COOKIE = "pitfalls_session"
 CSRF_FIELD = "csrf_token"
@@ -72,7 +73,7 @@ def _bearer(request: Request, secret: str) -> Principal:
     challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
     if not secret:
         raise HTTPException(401, "Send the token as 'Authorization: Bearer <token>'.", challenge)
-    with Session(request.app.state.engine) as session:
+    with Session(runtime_of(request).engine) as session:
         try:
             principal = token_principal(session, secret)
         except AccountDisabled as exc:
@@ -94,7 +95,7 @@ def _session_user(request: Request) -> Principal:
         if "uid" in request.session:  # a cookie from before sessions were kept server-side
             request.session.clear()
         return ANONYMOUS
-    with Session(request.app.state.engine) as session:
+    with Session(runtime_of(request).engine) as session:
         user = login_session_user(session, key)
     if user is None:
         request.session.clear()  # logged out, expired, or the password changed since
@@ -123,8 +124,8 @@ def page_principal(request: Request) -> Principal:
 
 def log_in(request: Request, user: User) -> None:
     """Start a session for `user` (a database write: call it from a worker thread)."""
-    lifetime = timedelta(days=request.app.state.settings.session_days)
-    with Session(request.app.state.engine) as session:
+    lifetime = timedelta(days=runtime_of(request).settings.session_days)
+    with Session(runtime_of(request).engine) as session:
         key = start_login_session(session, user, lifetime=lifetime)
         session.commit()
     request.session.clear()  # a new key and CSRF token for the new privilege level
@@ -136,7 +137,7 @@ def log_out(request: Request) -> None:
     """End the session in the database too, so that a copy of the cookie is worth nothing."""
     key = request.session.get("sid")
     if key:
-        with Session(request.app.state.engine) as session:
+        with Session(runtime_of(request).engine) as session:
             end_login_session(session, key)
             session.commit()
     request.session.clear()
@@ -203,8 +204,8 @@ def require(role: str, *, people_only: bool = False):
         yield principal
         if writes:
             # This process's next search and paste see the write at once, not an interval later.
-            request.app.state.search.expire()
-            request.app.state.matchers.expire()
+            runtime_of(request).search.expire()
+            runtime_of(request).matchers.expire()
 
     dependency.__name__ = f"require_{role}"
     return dependency
@@ -221,7 +222,7 @@ def _refusal(request: Request, principal: Principal, role: str) -> str:
             "This token can only read; create a token with write scope on "
             f"{site_path(request, '/tokens')}."
         )
-    with Session(request.app.state.engine) as session:
+    with Session(runtime_of(request).engine) as session:
         admins = admin_names(session)
     who = " or ".join(admins) if admins else "an admin (`pitfalls user role NAME editor`)"
     if principal.kind == "token":  # a write token whose owner is no longer an editor
@@ -257,7 +258,7 @@ async def caller(request: Request) -> Principal:
 async def read_access(request: Request) -> None:
     """Router-wide: with PITFALLS_PUBLIC_READ=false, reading needs a login or a token."""
     principal = await caller(request)  # a bad token is refused even when reading is public
-    if not request.app.state.settings.public_read and not principal.has_role("reader"):
+    if not runtime_of(request).settings.public_read and not principal.has_role("reader"):
         raise LoginRequired()
 
 

@@ -12,6 +12,7 @@ from app.web.auth import Editor, read_access
 from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.entries.editor import MAX_PREFILL_MESSAGE
 from app.web.http import errors, public_base, render
+from app.web.runtime import runtime_of
 from app.wiki import (
     ChangeOut,
     recent_changes,
@@ -64,8 +65,10 @@ def changes_page(
 def changes_feed(request: Request, session: SessionDep) -> Response:
     changes = recent_changes(session, limit=50)
     base = public_base(request)
-    body = request.app.state.templates.get_template("changes.atom").render(
-        changes=changes, base=base
+    body = (
+        runtime_of(request)
+        .templates.get_template("changes.atom")
+        .render(changes=changes, base=base)
     )
     return Response(body, media_type="application/atom+xml; charset=utf-8")
 
@@ -87,6 +90,6 @@ def inbox_page(request: Request, session: SessionDep, _: Editor):
     ]
     context = {
         "clusters": list(zip(found, prefills, strict=True)),
-        "enabled": request.app.state.settings.inbox,
+        "enabled": runtime_of(request).settings.inbox,
     }
     return render(request, "inbox.html", context, alternate="/api/v1/inbox")

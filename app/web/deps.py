@@ -8,21 +8,22 @@ from sqlmodel import Session
 
 from app.search import SearchService
 from app.settings import Settings
+from app.web.runtime import runtime_of
 
 
 # The trivial dependencies are coroutines: a plain `def` costs a trip to the thread pool each,
 # which on a new search was a fifth of the request.
 async def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    return runtime_of(request).settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    with Session(request.app.state.engine) as session:
+    with Session(runtime_of(request).engine) as session:
         yield session
 
 
 async def get_search(request: Request) -> SearchService:
-    return request.app.state.search
+    return runtime_of(request).search
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

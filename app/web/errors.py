@@ -14,6 +14,7 @@ from app.storage import database_problem
 from app.web.auth import LoginRequired, login_url
 from app.web.middleware.headers import add_security_headers
 from app.web.middleware.twins import route_path
+from app.web.runtime import runtime_of
 
 logger = logging.getLogger("pitfalls")
 
@@ -33,7 +34,7 @@ def error_response(
     if _wants_json(request):
         body = {"status": status, "message": message, **(extra or {})}
         return JSONResponse({"error": body}, status_code=status, headers=headers)
-    templates = request.app.state.templates
+    templates = runtime_of(request).templates
     return templates.TemplateResponse(
         request,
         "error.html",
@@ -47,7 +48,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-        return error_response(request, exc.status_code, message, headers=exc.headers)
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(request, exc.status_code, message, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> Response:

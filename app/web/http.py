@@ -14,6 +14,7 @@ from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from app.web.middleware.twins import twin_path
+from app.web.runtime import runtime_of
 
 
 class ProblemOut(BaseModel):
@@ -214,7 +215,7 @@ async def read_write_body(request: Request, what: str) -> bytes:
     cached = getattr(request.state, "write_body", None)
     if cached is not None:
         return cached
-    limit = 3 * request.app.state.settings.max_paste_bytes + BODY_OVERHEAD_BYTES
+    limit = 3 * runtime_of(request).settings.max_paste_bytes + BODY_OVERHEAD_BYTES
     body = await read_limited_body(request, limit, f"The {what} is larger than {{limit:,}} bytes.")
     request.state.write_body = body
     return body
@@ -246,7 +247,7 @@ def public_base(request: Request) -> str:
     """The site's address for ids and links that leave the site (Atom, OpenSearch): the
     configured public URL, else the request's own (scheme and host as a trusted proxy gave
     them, with the root path)."""
-    configured = request.app.state.settings.public_url
+    configured = runtime_of(request).settings.public_url
     if configured:
         return configured
     return str(request.base_url).rstrip("/")
@@ -261,7 +262,7 @@ def render(
 ):
     # The JSON twin comes from the one table of twins; `alternate` only for a page outside it.
     alternate = twin_path(request) or alternate
-    response = request.app.state.templates.TemplateResponse(
+    response = runtime_of(request).templates.TemplateResponse(
         request, template, {**context, "alternate": alternate}, status_code=status_code
     )
     if alternate:

@@ -28,6 +28,7 @@ from app.web.http import (
 )
 from app.web.middleware.caching import AnswerCache, KeptAnswer, current_mark
 from app.web.offload import run_within_budget
+from app.web.runtime import runtime_of
 
 router = APIRouter(dependencies=[Depends(read_access)])
 
@@ -66,7 +67,7 @@ async def _answer(request: Request, text: str, record: bool = True) -> KeptAnswe
     PITFALLS_INBOX on and `record`, an unmatched error is counted in the inbox (redacted, never
     the paste). The same paste under the same content mark is answered from memory (an
     unmatched one only while the inbox is off, so that every sighting is still counted)."""
-    state = request.app.state
+    state = runtime_of(request)
     key = AnswerCache.key(text, await current_mark(state))
     kept = state.answers.get(key)
     if kept is not None:
@@ -78,7 +79,7 @@ async def _answer(request: Request, text: str, record: bool = True) -> KeptAnswe
 
 
 async def _work_out(request: Request, text: str, record: bool) -> Answer:
-    state = request.app.state
+    state = runtime_of(request)
     client = voter_of(request) if record and state.settings.inbox else ""
 
     def work() -> Answer:
@@ -119,10 +120,11 @@ async def _work_out(request: Request, text: str, record: bool) -> Answer:
         "`POST /api/v1/outcomes` on one of them sends back. The paste is not stored."
     ),
     openapi_extra=_BODY_DOC,
+    response_model=Answer,
 )
-async def match_api(request: Request) -> Answer:
-    settings = request.app.state.settings  # not a dependency: a bot's repeated paste is hot
-    text = getattr(request.state, "paste_text", None)  # read already by `PasteShortcut`
+async def match_api(request: Request) -> Response:  # an `Answer`, encoded once (see below)
+    settings = runtime_of(request).settings  # not a dependency: a bot's repeated paste is hot
+    text: str | None = getattr(request.state, "paste_text", None)  # read by `PasteShortcut`
     if text is None:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         body = await read_limited_body(request, paste_body_limit(content_type, settings))
@@ -219,16 +221,16 @@ async def outcome_form(request: Request):
     await check_csrf(request)
     form = await form_fields(request)
     entry_id = form.get("id", "")
-    await request.app.state.writes.run(
+    await runtime_of(request).writes.run(
         record_outcome,
-        request.app.state.engine,
+        runtime_of(request).engine,
         fingerprint=form.get("fingerprint", ""),
         id=entry_id,
         worked=form.get("worked") == "yes",
         note=form.get("note", ""),
         voter=voter_of(request),
         answer_token=form.get("answer_token", ""),
-        rules=request.app.state.report_rules,
+        rules=runtime_of(request).report_rules,
     )
     return see_other(request, f"{entry_url(entry_id)}?reported=1#outcomes")
 
@@ -299,14 +301,14 @@ async def report_outcome(request: Request) -> OutcomeOut:
         raise HTTPException(422, "Send the report as JSON (Content-Type: application/json).")
     body = await read_json(request, OutcomeWrite)
     voter = voter_of(request)
-    return await request.app.state.writes.run(
+    return await runtime_of(request).writes.run(
         record_outcome,
-        request.app.state.engine,
+        runtime_of(request).engine,
         fingerprint=body.fingerprint,
         id=body.id,
         worked=body.worked,
         note=body.note,
         voter=voter,
         answer_token=body.answer_token,
-        rules=request.app.state.report_rules,
+        rules=runtime_of(request).report_rules,
     )

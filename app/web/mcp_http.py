@@ -10,9 +10,11 @@ PITFALLS_PUBLIC_URL's host.
 """
 
 import json
+from typing import Any
 from urllib.parse import urlsplit
 
 from anyio import to_thread
+from fastapi import FastAPI
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlmodel import Session
@@ -22,6 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.accounts import ANONYMOUS, SCOPE_ROLE, AccountDisabled, token_principal
 from app.answer_sources import LocalPitfalls
 from app.mcp_server import build_server, current_principal, current_voter
+from app.settings import Settings
+from app.web.runtime import runtime_of
 
 MCP_PATH = "/mcp"
 SEND_A_TOKEN = (
@@ -56,7 +60,7 @@ class McpAccess:
     """Lets a request through as the API would: with a valid token, or anonymous on a public
     site; names its principal and the voter its reports count for."""
 
-    def __init__(self, app: ASGIApp, state) -> None:
+    def __init__(self, app: ASGIApp, state: "_LiveRuntime") -> None:
         self.app = app
         self.state = state
 
@@ -103,10 +107,9 @@ class McpAccess:
             current_voter.reset(tokens[1])
 
 
-def mcp_route(app) -> tuple[Route, object]:
+def mcp_route(app: FastAPI, settings: Settings) -> tuple[Route, Any]:
     """The /mcp route for `app` and the MCP server's session manager (run it in the lifespan)."""
-    settings = app.state.settings
-    pitfalls = LocalPitfalls(app.state, voter=current_voter.get)
+    pitfalls = LocalPitfalls(_LiveRuntime(app), voter=current_voter.get)
     server = build_server(pitfalls, check_scope=scope_checker(settings))
     hosts = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*"]
@@ -122,5 +125,16 @@ def mcp_route(app) -> tuple[Route, object]:
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         ),
     )
-    guarded = McpAccess(inner, app.state)
+    guarded = McpAccess(inner, _LiveRuntime(app))
     return Route(MCP_PATH, endpoint=guarded, methods=["GET", "POST", "DELETE"]), server
+
+
+class _LiveRuntime:
+    """The app's `Runtime`, looked up at each use: the /mcp route is built with the app, the
+    runtime only in its lifespan."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+
+    def __getattr__(self, name: str):
+        return getattr(runtime_of(self._app), name)

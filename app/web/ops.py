@@ -19,6 +19,7 @@ from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.http import errors, render, site_path
 from app.web.middleware.twins import app_routes
+from app.web.runtime import runtime_of
 
 api_router = APIRouter(
     prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
@@ -111,7 +112,7 @@ def prometheus_metrics(session: SessionDep, settings: SettingsDep, search: Searc
 
 @page_router.get("/docs", response_class=HTMLResponse)
 def api_docs(request: Request) -> HTMLResponse:
-    return request.app.state.templates.TemplateResponse(request, "docs.html", {})
+    return runtime_of(request).templates.TemplateResponse(request, "docs.html", {})
 
 
 class HelpSection(BaseModel):
@@ -197,7 +198,7 @@ def api_endpoints(app) -> list[Endpoint]:
 @api_router.get("/help", summary="The help page: its sections, and every route of the API")
 def help_content(request: Request) -> HelpOut:
     # Only the page's own block is rendered: one text for the page and its twin.
-    template = request.app.state.templates.get_template("help.html")
+    template = runtime_of(request).templates.get_template("help.html")
     context = template.new_context({"request": request, "root": site_path(request, "")})
     html = "".join(template.blocks["content"](context))
     return HelpOut(

@@ -11,6 +11,7 @@ from app.catalog import get_overview
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.http import errors, public_base, render, see_other
+from app.web.runtime import runtime_of
 
 api_router = APIRouter(
     prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
@@ -44,7 +45,7 @@ async def search(
     ),
 ) -> dict:
     # Error text is matched as well as searched: its known and likely entries, best first.
-    state = request.app.state
+    state = runtime_of(request)
 
     def work() -> dict:
         return search_with_matches(
@@ -94,7 +95,7 @@ def search_page(
     )
     # Error text typed or pasted into the search box is matched first, as on /match: a query
     # holds at most 2,000 characters, so this costs about what the search does.
-    state = request.app.state
+    state = runtime_of(request)
     answer = (
         answer_query(q, engine=state.engine, matcher=state.matchers.current())
         if page == 1
@@ -114,5 +115,5 @@ def search_page(
 @page_router.get("/opensearch.xml")
 def opensearch(request: Request) -> Response:
     base = public_base(request)
-    body = request.app.state.templates.get_template("opensearch.xml").render(base=base)
+    body = runtime_of(request).templates.get_template("opensearch.xml").render(base=base)
     return Response(body, media_type="application/opensearchdescription+xml")

@@ -23,6 +23,7 @@ from app.models import ApiToken, User, UtcTimestamp
 from app.web.auth import Admin, SignedIn, get_principal, log_in, read_access
 from app.web.deps import SessionDep
 from app.web.http import errors, read_json
+from app.web.runtime import runtime_of
 
 api_router = APIRouter(
     prefix="/api/v1", tags=["accounts"], dependencies=[Depends(read_access)], responses=errors(401)
@@ -183,7 +184,7 @@ async def reset(
         session.commit()
         return password
 
-    password = await request.app.state.writes.run(write)
+    password = await runtime_of(request).writes.run(write)
     return PasswordResetOut(name=name, password=None if body.password else password)
 
 
@@ -198,9 +199,9 @@ async def change_password(request: Request, principal: SignedIn) -> None:
     body = await read_json(request, PasswordChange)
     address = request.client.host if request.client else "unknown"
     try:
-        user = await request.app.state.writes.run(
+        user = await runtime_of(request).writes.run(
             change_own_password,
-            request.app.state.engine,
+            runtime_of(request).engine,
             name=principal.name,
             current=body.current_password,
             new=body.new_password,
@@ -210,7 +211,7 @@ async def change_password(request: Request, principal: SignedIn) -> None:
         raise HTTPException(
             429, f"Too many wrong passwords: {exc}.", {"Retry-After": str(exc.retry_after)}
         ) from None
-    await request.app.state.writes.run(log_in, request, user)
+    await runtime_of(request).writes.run(log_in, request, user)
 
 
 @api_router.get(

@@ -33,6 +33,7 @@ from app.models import ROLES
 from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
 from app.web.deps import SessionDep
 from app.web.http import render, see_other
+from app.web.runtime import runtime_of
 
 page_router = APIRouter(include_in_schema=False)
 
@@ -72,12 +73,12 @@ async def login(request: Request):
         user = await anyio.to_thread.run_sync(
             partial(
                 authenticate,
-                request.app.state.engine,
+                runtime_of(request).engine,
                 name=name,
                 password=form.get("password", ""),
                 address=address,
             ),
-            limiter=request.app.state.password_limiter,
+            limiter=runtime_of(request).password_limiter,
         )
     except TooManyAttempts as exc:
         user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
@@ -92,7 +93,7 @@ async def login(request: Request):
         if retry_after:
             response.headers["Retry-After"] = str(retry_after)
         return response
-    await request.app.state.writes.run(log_in, request, user)
+    await runtime_of(request).writes.run(log_in, request, user)
     return see_other(request, target)
 
 
@@ -126,7 +127,7 @@ async def account_password(request: Request, session: SessionDep, principal: Sig
     def write():
         try:
             user = change_own_password(  # argon2, twice: in this thread, off the event loop
-                request.app.state.engine,
+                runtime_of(request).engine,
                 name=principal.name,
                 current=form.get("current_password", ""),
                 new=new,
@@ -140,7 +141,7 @@ async def account_password(request: Request, session: SessionDep, principal: Sig
         return _account_page(request, session, principal, changed=True)
 
     try:
-        return await request.app.state.writes.run(write)
+        return await runtime_of(request).writes.run(write)
     except TooManyAttempts as exc:
         raise HTTPException(
             429, f"Too many wrong passwords: {exc}.", {"Retry-After": str(exc.retry_after)}
@@ -178,7 +179,7 @@ async def tokens_create(request: Request, session: SessionDep, principal: Signed
         session.commit()
         return _tokens_page(request, session, principal, created=(token.name, secret))
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)
 
 
 @page_router.post("/tokens/{token_id}/revoke")
@@ -192,7 +193,7 @@ async def tokens_revoke(
         revoke_token(session, token_id=token_id, actor=principal)
         session.commit()
 
-    await request.app.state.writes.run(write)
+    await runtime_of(request).writes.run(write)
     return see_other(request, "/tokens")
 
 
@@ -255,7 +256,7 @@ async def _admin_action(request: Request, session, action: Callable[[], object])
         session.commit()
         return see_other(request, "/admin")
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)
 
 
 @page_router.post("/admin/users/{name}/disable", response_class=HTMLResponse)
@@ -285,4 +286,4 @@ async def admin_reset_password(name: str, request: Request, session: SessionDep,
         session.commit()
         return _admin_page(request, session, new_password=(name, None if given else password))
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)

@@ -1,5 +1,8 @@
 """The wiki editor: new and edit pages, the draft check beside them (page and API), archiving."""
 
+from functools import partial
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
@@ -14,6 +17,7 @@ from app.rendering import render_body
 from app.web.auth import Editor, form_fields, read_access
 from app.web.deps import SessionDep
 from app.web.http import ProblemOut, errors, json_body, read_json, render, see_other
+from app.web.runtime import runtime_of
 from app.wiki import (
     EditConflict,
     SaveRefused,
@@ -55,7 +59,7 @@ class DraftOut(BaseModel):
 )
 async def check_draft_api(request: Request, session: SessionDep, _: Editor) -> DraftOut:
     body = await read_json(request, DraftIn)
-    matchers = request.app.state.matchers
+    matchers = runtime_of(request).matchers
 
     def check() -> DraftOut:
         shared = matchers.current().signatures
@@ -125,7 +129,7 @@ def editor_state(
     base_revision: int | None,
     paste: str = "",
 ) -> EditorState:
-    shared = request.app.state.matchers.current().signatures
+    shared = runtime_of(request).matchers.current().signatures
     return EditorState(
         entry_id=entry_id,
         base_revision=base_revision,
@@ -252,7 +256,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     try:
-        entry, _ = await request.app.state.writes.run(
+        entry, _ = await runtime_of(request).writes.run(
             save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
         )
     except SaveRefused as exc:
@@ -276,14 +280,14 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     base = _base(form)
-    keep = {
+    keep: dict[str, Any] = {  # what the refused form shows again
         "markdown": markdown,
         "entry_id": entry_id,
         "message": message,
         "paste": form.get("paste", ""),
     }
     try:
-        await request.app.state.writes.run(
+        await runtime_of(request).writes.run(
             save_draft,
             session,
             markdown=markdown,
@@ -294,7 +298,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             base_revision=base,
         )
     except SaveRefused as exc:
-        return await run_in_threadpool(
+        page = partial(
             editor_page,
             request,
             session,
@@ -303,6 +307,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             refused=exc,
             status_code=exc.status,
         )
+        return await run_in_threadpool(page)
     except EditConflict as exc:
         return await run_in_threadpool(_conflicting, request, session, keep, exc)
     return see_other(request, f"/entries/{entry_id}")
@@ -360,7 +365,7 @@ def confirm_archive(entry_id: str, request: Request, session: SessionDep, _: Edi
 async def archive_entry(request: Request, entry_id: str, session: SessionDep, principal: Editor):
     reason = (await form_fields(request)).get("reason", "")
     try:
-        await request.app.state.writes.run(
+        await runtime_of(request).writes.run(
             archive, session, entry_id=entry_id, actor=principal, source="web", reason=reason
         )
     except SaveRefused as exc:

@@ -11,6 +11,7 @@ from app.web.auth import Editor, read_access
 from app.web.deps import MAX_STORED_INT, RevisionNumber, SessionDep
 from app.web.entries.editor import editor_page
 from app.web.http import errors, render, see_other
+from app.web.runtime import runtime_of
 from app.wiki import (
     RevisionDetail,
     RevisionDiff,
@@ -67,7 +68,7 @@ async def restore_revision(
     entry_id: str, number: RevisionNumber, request: Request, session: SessionDep, principal: Editor
 ):
     try:
-        await request.app.state.writes.run(
+        await runtime_of(request).writes.run(
             restore, session, entry_id=entry_id, number=number, actor=principal, source="web"
         )
     except SaveRefused as exc:

@@ -84,7 +84,7 @@ def entries(
     def link(number: int | None) -> str | None:
         if number is None:
             return None
-        query = {"page": number, "per_page": per_page, "sort": sort}
+        query: dict[str, str | int] = {"page": number, "per_page": per_page, "sort": sort}
         if kind:
             query["kind"] = kind
         return site_path(request, f"/api/v1/entries?{urlencode(query)}")

@@ -16,6 +16,7 @@ from app.web.auth import Editor, read_access
 from app.web.deps import RevisionNumber, SessionDep
 from app.web.entries.read import entry_details_out
 from app.web.http import errors, json_body, read_json, site_path
+from app.web.runtime import runtime_of
 from app.wiki import (
     EditConflict,
     archive,
@@ -121,7 +122,7 @@ async def create_entry(
         )
         return entry_details_out(session, response, entry.id)
 
-    details = await request.app.state.writes.run(write)
+    details = await runtime_of(request).writes.run(write)
     response.headers["Location"] = site_path(request, f"/api/v1/entries/{details.id}")
     return details
 
@@ -176,7 +177,7 @@ async def update_entry(
         )
         return entry_details_out(session, response, entry_id)
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)
 
 
 @api_router.delete(
@@ -191,7 +192,7 @@ async def delete_entry(
         archive(session, entry_id=entry_id, actor=principal, source="api")
         return entry_details_out(session, response, entry_id)
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)
 
 
 @api_router.post(
@@ -213,4 +214,4 @@ async def restore_revision(
         restore(session, entry_id=entry_id, number=number, actor=principal, source="api")
         return entry_details_out(session, response, entry_id)
 
-    return await request.app.state.writes.run(write)
+    return await runtime_of(request).writes.run(write)

@@ -157,12 +157,13 @@ class MarkReader:
         if self._reading is None:
             self._reading = anyio.Lock()
         async with self._reading:
-            return self.fresh() or await anyio.to_thread.run_sync(self.read, state)
+            fresh = self.fresh()
+            return fresh if fresh is not None else await anyio.to_thread.run_sync(self.read, state)
 
 
 async def current_mark(state) -> storage.ContentMark:
-    """The content mark of `state.content_marks`, the app's one MarkReader."""
-    marks = state.content_marks
+    """The content mark of the runtime's one MarkReader (`state`: the app's `Runtime`)."""
+    marks = state.marks
     return marks.fresh() or await marks.refreshed(state)
 
 
@@ -226,17 +227,19 @@ class ReaderCache:
         if scope["type"] != "http" or scope["method"] != "GET":
             await self.app(scope, receive, send)
             return
-        state = scope["app"].state
+        # The app's `Runtime` (not imported here: it holds this module's caches); None before
+        # the lifespan built it.
+        state = getattr(scope["app"].state, "runtime", None)
         root = scope.get("root_path", "")
         path = scope["path"]
         if root and path.startswith(root):
             path = path[len(root) :]
         headers = dict(scope.get("headers") or [])
         if (
-            not CACHED_PATHS.match(path)
+            state is None
+            or not CACHED_PATHS.match(path)
             or not state.settings.public_read
             or not is_anonymous(headers)
-            or not hasattr(state, "engine")
         ):
             await self.app(scope, receive, send)
             return
@@ -291,7 +294,7 @@ class ReaderCache:
         mark: storage.ContentMark,
         if_none_match: bytes | None,
     ) -> None:
-        state = scope["app"].state
+        state = scope["app"].state.runtime
         in_step_before = self._in_step(state, mark)
         start: Message | None = None
         chunks: list[bytes] = []

@@ -1,10 +1,13 @@
 """A repeated anonymous paste answered before the routes (see `PasteShortcut`)."""
 
 from fastapi import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.errors import PitfallsError
 from app.web.http import decoded
 from app.web.match import paste_body_limit, paste_text
+from app.web.match import router as match_router
 from app.web.middleware.caching import AnswerCache, current_mark, is_anonymous
 from app.web.middleware.headers import SECURITY_HEADER_LIST
 
@@ -30,15 +33,15 @@ class PasteShortcut:
         root, path = scope.get("root_path", ""), scope["path"]
         if root and path.startswith(root):
             path = path[len(root) :]
-        state = scope["app"].state
+        state = getattr(scope["app"].state, "runtime", None)  # None before the lifespan
         headers = dict(scope.get("headers") or [])
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if (
-            path != self.PATH
+            state is None
+            or path != self.PATH
             or content_type not in self.CONTENT_TYPES
-            or not state.settings.public_read
             or not is_anonymous(headers)
-            or not hasattr(state, "answers")
+            or not await _route_guards_pass(scope)
         ):
             await self.app(scope, receive, send)
             return
@@ -84,7 +87,7 @@ def _replay(chunks: list[bytes], receive: Receive, last: Message | None, more: b
     """A `receive` that gives back what was read (one message), then reads on."""
     pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": more}]
     if last is not None:
-        pending = [pending[0] | {"more_body": True}, last] if chunks else [last]
+        pending = [{**pending[0], "more_body": True}, last] if chunks else [last]
 
     async def replayed() -> Message:
         if pending:
@@ -92,3 +95,17 @@ def _replay(chunks: list[bytes], receive: Receive, last: Message | None, more: b
         return await receive()
 
     return replayed
+
+
+async def _route_guards_pass(scope: Scope) -> bool:
+    """Whether the paste route's own guards (its router's dependencies, `read_access` today)
+    let this request through: the shortcut answers only what the route would, so a guard
+    added to the route later holds here too. A refusal is left to the route to answer."""
+    request = Request(scope)
+    try:
+        for guard in match_router.dependencies:
+            if guard.dependency is not None:
+                await guard.dependency(request)
+    except (PitfallsError, HTTPException):
+        return False
+    return True
