@@ -10,16 +10,22 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
+from sqlalchemy import Column
+from sqlalchemy import inspect as sa_inspect
 
 from app.drafts import TEMPLATE_PLACEHOLDERS
 from app.models import ENTRY_KINDS, Entry, Signature
 from app.rendering import RenderedBody, render_body
 from app.signatures import PatternError, compile_pattern, split_exception_line
+
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as _CMark
 
 EntryKind = Literal["error", "warning", "silent", "hang", "perf", "howto"]
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -31,7 +37,7 @@ KINDS_NEEDING_SIGNATURES = ("error", "warning")
 MAX_ENTRY_BYTES = 128 * 1024
 MAX_FRONT_MATTER_BYTES = 64 * 1024  # real front-matter is a few KB
 MAX_YAML_DEPTH = 20  # nested lists and mappings, the top-level mapping counted; real entries use 3
-assert set(EntryKind.__args__) == set(ENTRY_KINDS)
+assert set(get_args(EntryKind)) == set(ENTRY_KINDS)
 
 
 @dataclass(frozen=True, order=True)
@@ -150,11 +156,17 @@ if hasattr(yaml, "CSafeLoader"):  # libyaml's parser: ~10x faster, same events
     _FrontMatterLoader = _CFrontMatterLoader
 
 
+def _mark(mark: "yaml.error.Mark | _CMark | None") -> yaml.error.Mark | None:
+    """libyaml's events carry its own Mark class; it has the same name, line and column as
+    PyYAML's, all that the nodes and errors built from it read (PyYAML's CLoader does the same)."""
+    return cast(yaml.error.Mark | None, mark)
+
+
 class _Refused(yaml.MarkedYAMLError):
     """Front-matter that is valid YAML but not allowed: anchors, aliases, deep nesting."""
 
     def __init__(self, problem: str, event: yaml.Event) -> None:
-        super().__init__(problem=problem, problem_mark=event.start_mark)
+        super().__init__(problem=problem, problem_mark=_mark(event.start_mark))
 
 
 def _compose_node(loader: Any, depth: int) -> yaml.Node:
@@ -176,7 +188,7 @@ def _compose_node(loader: Any, depth: int) -> yaml.Node:
         if tag is None or tag == "!":
             tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
         return yaml.ScalarNode(
-            tag, event.value, event.start_mark, event.end_mark, style=event.style
+            tag, event.value, _mark(event.start_mark), _mark(event.end_mark), style=event.style
         )
     if depth > MAX_YAML_DEPTH:
         raise _Refused(
@@ -187,7 +199,9 @@ def _compose_node(loader: Any, depth: int) -> yaml.Node:
         tag = event.tag
         if tag is None or tag == "!":
             tag = loader.resolve(yaml.SequenceNode, None, event.implicit)
-        node = yaml.SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        node = yaml.SequenceNode(
+            tag, [], _mark(event.start_mark), None, flow_style=event.flow_style
+        )
         while not loader.check_event(yaml.SequenceEndEvent):
             node.value.append(_compose_node(loader, depth + 1))
     else:
@@ -195,7 +209,7 @@ def _compose_node(loader: Any, depth: int) -> yaml.Node:
         tag = event.tag
         if tag is None or tag == "!":
             tag = loader.resolve(yaml.MappingNode, None, event.implicit)
-        node = yaml.MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        node = yaml.MappingNode(tag, [], _mark(event.start_mark), None, flow_style=event.flow_style)
         while not loader.check_event(yaml.MappingEndEvent):
             key = _compose_node(loader, depth + 1)
             node.value.append((key, _compose_node(loader, depth + 1)))
@@ -262,13 +276,13 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _describe_validation_error(error: dict, value_path: tuple) -> str:
+def _describe_validation_error(error: ErrorDetails, value_path: tuple) -> str:
     where = ".".join(str(part) for part in value_path)
     kind = error["type"]
     if kind == "extra_forbidden":
-        parents = {"signatures": SignatureSpec, "wordings": WordingSpec}
+        parents: dict[str, type[BaseModel]] = {"signatures": SignatureSpec, "wordings": WordingSpec}
         nested = parents.get(str(value_path[0]), SignatureSpec)
-        parent = FrontMatter if len(value_path) == 1 else nested
+        parent: type[BaseModel] = FrontMatter if len(value_path) == 1 else nested
         allowed = ", ".join(parent.model_fields)
         return f"unknown field {value_path[-1]!r} (allowed: {allowed})"
     if kind == "missing":
@@ -372,19 +386,22 @@ def _check_wordings(doc: EntryDocument) -> None:
             )
 
 
-def _column_length(column) -> int:
-    return column.type.length
+def _column_length(column: Column[Any]) -> int:
+    # SQLModel's AutoString is a TypeDecorator over String: it answers `length`, but is no String.
+    length = getattr(column.type, "length", None)
+    assert isinstance(length, int), f"{column} has no length"
+    return length
 
 
 # Front-matter values stored in columns of limited length: checked here, so that what passes
 # `pitfalls check` always stores, on SQLite (which would keep it) and PostgreSQL (which refuses).
 _COLUMN_LIMITS = (
-    ("id", lambda _i: ("id",), _column_length(Entry.__table__.c.id)),
-    ("versions", lambda _i: ("versions",), _column_length(Entry.__table__.c.versions)),
+    ("id", lambda _i: ("id",), _column_length(sa_inspect(Entry).columns["id"])),
+    ("versions", lambda _i: ("versions",), _column_length(sa_inspect(Entry).columns["versions"])),
     (
         "exception",
         lambda i: ("signatures", i, "exception"),
-        _column_length(Signature.__table__.c.exception),
+        _column_length(sa_inspect(Signature).columns["exception"]),
     ),
 )
 
