@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
-from app import entries
 from app.accounts import CLI, create_token
 from app.cli import cli
 from app.entries import (
@@ -22,6 +21,7 @@ from app.entries import (
     MAX_YAML_DEPTH,
     parse_entry,
     read_entry_file,
+    yaml_reader,
 )
 from app.ingest import ingest_content
 from app.models import Entry
@@ -100,7 +100,7 @@ def loader(request, monkeypatch) -> str:
         if not hasattr(yaml, "CSafeLoader"):
             pytest.skip("PyYAML without libyaml")
     else:
-        monkeypatch.setattr(entries, "_FrontMatterLoader", entries._PyFrontMatterLoader)
+        monkeypatch.setattr(yaml_reader, "_FrontMatterLoader", yaml_reader._PyFrontMatterLoader)
     return request.param
 
 
