@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from app.web.middleware.twins import twin_path
+from app.web.middleware.twins import route_path, twin_path
 from app.web.runtime import runtime_of
 
 
@@ -232,10 +232,7 @@ def site_path(request: Request, path: str) -> str:
 
 def app_path(request: Request) -> str:
     """The request's own path relative to the app (without the root path), with its query."""
-    path = request.url.path
-    root = root_of(request)
-    if root and (path == root or path.startswith(root + "/")):
-        path = path[len(root) :] or "/"
+    path = route_path(request.scope)
     return path + (f"?{request.url.query}" if request.url.query else "")
 
 

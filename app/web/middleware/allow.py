@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.web.middleware.twins import route_path
+
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
@@ -43,10 +45,7 @@ class AllowHeader:
 
         async def send_with_allow(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 405:
-                path = scope["path"]
-                root = scope.get("root_path", "")
-                if root and path.startswith(root):
-                    path = path[len(root) :]
+                path = route_path(scope)
                 methods = allowed_methods(scope["app"], path)
                 if methods:
                     kept = message.get("headers", [])

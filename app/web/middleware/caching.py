@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, storage
 from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE
+from app.web.middleware.twins import route_path
 
 # Reader routes whose answer is a function of the URL and the content mark alone, for anonymous
 # visitors. The entry routes exclude the editor's own paths.
@@ -230,10 +231,7 @@ class ReaderCache:
         # The app's `Runtime` (not imported here: it holds this module's caches); None before
         # the lifespan built it.
         state = getattr(scope["app"].state, "runtime", None)
-        root = scope.get("root_path", "")
-        path = scope["path"]
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        root, path = scope.get("root_path", ""), route_path(scope)
         headers = dict(scope.get("headers") or [])
         if (
             state is None

@@ -10,6 +10,7 @@ from app.web.match import paste_body_limit, paste_text
 from app.web.match import router as match_router
 from app.web.middleware.caching import AnswerCache, current_mark, is_anonymous
 from app.web.middleware.headers import SECURITY_HEADER_LIST
+from app.web.middleware.twins import route_path
 
 
 class PasteShortcut:
@@ -30,9 +31,7 @@ class PasteShortcut:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        root, path = scope.get("root_path", ""), scope["path"]
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = route_path(scope)
         state = getattr(scope["app"].state, "runtime", None)  # None before the lifespan
         headers = dict(scope.get("headers") or [])
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
