@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from app.answer_sources import Pitfalls
 
-READY_WAIT_S = 30  # the first exception waits this long at most for the local matcher
+
+def _ready_wait_s() -> float:
+    """How long the first exception waits at most for the local matcher (which, on a first run,
+    ingests and indexes every entry): PITFALLS_HOOK_WAIT_S, 30 s by default."""
+    try:
+        return max(1.0, float(os.environ.get("PITFALLS_HOOK_WAIT_S", "30")))
+    except ValueError:
+        return 30.0
 
 
 class Explainer:
@@ -61,8 +68,9 @@ class Explainer:
 
     def explain(self, text: str) -> dict:
         """The /api/v1/match answer for `text`."""
-        if not self._ready.wait(READY_WAIT_S):
-            raise TimeoutError(f"the local matcher was not ready within {READY_WAIT_S} s")
+        wait_s = _ready_wait_s()
+        if not self._ready.wait(wait_s):
+            raise TimeoutError(f"the local matcher was not ready within {wait_s:g} s")
         if self._error is not None:
             raise self._error
         assert self._source is not None  # set before _ready, unless _error is

@@ -29,6 +29,8 @@ def _env(tmp_path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
     env["PITFALLS_DATA_DIR"] = str(tmp_path / "hook-data")
     env["PITFALLS_CONTENT_DIR"] = str(REPO_CONTENT)
+    # A first run ingests every entry: on a loaded machine that can take longer than 30 s.
+    env["PITFALLS_HOOK_WAIT_S"] = "600"
     return env
 
 

@@ -90,7 +90,9 @@ def test_fifty_parallel_saves_queue_while_health_keeps_answering(tmp_path, datab
         assert polls and all(status == 200 for status, _ in polls), polls
         slowest = max(seconds for _, seconds in polls)
         longest_save = max(seconds for _, _, seconds in answers)
-        assert slowest < max(5.0, 50 * baseline), (slowest, baseline)
+        # The freeze this catches lasted 61-152 s; a machine whose both cores are busy
+        # elsewhere stretches a healthy burst's slowest health to several seconds.
+        assert slowest < max(20.0, 200 * baseline), (slowest, baseline)
         assert slowest < longest_save, (slowest, longest_save)
 
 
