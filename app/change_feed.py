@@ -24,8 +24,21 @@ _watchers: "weakref.WeakKeyDictionary[Engine, weakref.WeakSet[ChangeWatcher]]" =
 _watchers_lock = threading.Lock()
 
 
+# Commits made by this process, counted: any of them may move the content mark (an outcome or a
+# verify result writes no change but shows on pages), so `MarkReader` reads it again after one.
+_commits = [0]
+
+
+def commit_count() -> int:
+    """How many commits this process has made (of any session, on any engine)."""
+    return _commits[0]
+
+
 @event.listens_for(OrmSession, "after_commit")
-def _feed_written(session: OrmSession) -> None:
+def _committed(session: OrmSession) -> None:
+    """The one commit listener: counts the commit, and when it wrote to the change feed
+    expires this engine's watchers (the search index's and the matcher's)."""
+    _commits[0] += 1
     if not session.info.pop(storage.FEED_WRITTEN, False):
         return
     bind = session.get_bind()
@@ -161,5 +174,3 @@ class FeedFollower:
                         self._apply()
         except Exception as exc:
             logger.warning("listening for changes failed (%s); checking every interval", exc)
-        finally:
-            self.listening = False

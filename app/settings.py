@@ -168,6 +168,14 @@ class Settings(BaseSettings):
     )
     session_days: int = Field(14, ge=1, le=365, description="How long a login lasts.")
 
+    @field_validator("index_dir", "content_dir", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object) -> object:
+        # `PITFALLS_INDEX_DIR=` (set, empty) means the default, as documented, not Path(".").
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
     @field_validator("secret_key")
     @classmethod
     def _long_enough(cls, value: str) -> str:

@@ -25,6 +25,17 @@ def test_without_a_content_folder_the_shipped_entries_are_used(tmp_path: Path, m
     assert (settings.content_dir / "view-non-contiguous.md").is_file()
 
 
+def test_an_empty_folder_setting_means_its_default(tmp_path: Path, monkeypatch):
+    # Set but empty (a compose file's `PITFALLS_INDEX_DIR=`) is the documented default, not ".".
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "content").mkdir()
+    monkeypatch.setenv("PITFALLS_INDEX_DIR", "")
+    monkeypatch.setenv("PITFALLS_CONTENT_DIR", " ")
+    settings = load_settings()
+    assert settings.index_dir == Path("data/index")
+    assert settings.content_dir == Path("content")
+
+
 def test_environment_and_dotenv_are_read(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text("PITFALLS_DATA_DIR=from-dotenv\n")

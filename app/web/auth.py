@@ -204,8 +204,7 @@ def require(role: str, *, people_only: bool = False):
         yield principal
         if writes:
             # This process's next search and paste see the write at once, not an interval later.
-            runtime_of(request).search.expire()
-            runtime_of(request).matchers.expire()
+            runtime_of(request).expire()
 
     dependency.__name__ = f"require_{role}"
     return dependency

@@ -3,12 +3,13 @@ errors (page, API)."""
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from app.inbox import ClusterOut
 from app.inbox import clusters as inbox_clusters
-from app.web.auth import Editor, read_access
+from app.web import routers
+from app.web.auth import Editor
 from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.entries.editor import MAX_PREFILL_MESSAGE
 from app.web.http import errors, public_base, render
@@ -18,11 +19,9 @@ from app.wiki import (
     recent_changes,
 )
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 @api_router.get(

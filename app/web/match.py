@@ -11,6 +11,7 @@ from app.entry_details import entry_url
 from app.inbox import record_unknown
 from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, record_outcome
 from app.tracebacks import parse_traceback
+from app.web import routers
 from app.web.auth import SESSION_COOKIE, check_csrf, form_fields, get_principal, read_access
 from app.web.deps import SettingsDep
 from app.web.http import (
@@ -238,9 +239,7 @@ async def outcome_form(request: Request):
 # ---- outcomes: did the fix work? ----
 
 # The outcome report is an API route with the API's own guards and documented answers.
-outcome_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+outcome_router = routers.api_router()
 
 
 class OutcomeWrite(BaseModel):

@@ -5,7 +5,7 @@ import shutil
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
@@ -15,20 +15,19 @@ from app import metrics, storage
 from app.models import utc_iso
 from app.search import SearchService
 from app.search.index import read_state
+from app.web import routers
 from app.web.auth import read_access
 from app.web.deps import SearchDep, SessionDep, SettingsDep
-from app.web.http import errors, render, site_path
+from app.web.http import render, site_path
 from app.web.middleware.twins import app_routes
 from app.web.runtime import runtime_of
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False)
+page_router = routers.page_router(guarded=False)
 
 # Health stays open: load balancers and uptime checks have no token.
-open_router = APIRouter(prefix="/api/v1", tags=["api"])
+open_router = routers.api_router(guarded=False)
 
 
 MIN_FREE_DISK_BYTES = 50_000_000  # below this (or 2 % of a small disk) the disk counts as full

@@ -3,21 +3,19 @@
 from urllib.parse import urlencode
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from app.answers import answer_query, search_with_matches
 from app.catalog import get_overview
-from app.web.auth import read_access
+from app.web import routers
 from app.web.deps import SearchDep, SessionDep, SettingsDep
 from app.web.http import errors, public_base, render, see_other
 from app.web.runtime import runtime_of
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 @api_router.get("/search", summary="Full-text search over the entries", responses=errors(422, 503))

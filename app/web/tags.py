@@ -1,6 +1,6 @@
 """Tags: every tag, one tag's entries, and the overview of kinds and tags (pages and API)."""
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from app.catalog import (
@@ -11,15 +11,13 @@ from app.catalog import (
     get_tag_page,
     get_tags,
 )
-from app.web.auth import read_access
+from app.web import routers
 from app.web.deps import SearchDep, SessionDep
 from app.web.http import errors, render
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 @api_router.get(

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
@@ -20,14 +20,13 @@ from app.accounts import (
 )
 from app.catalog import NotFound
 from app.models import ApiToken, User, UtcTimestamp
-from app.web.auth import Admin, SignedIn, get_principal, log_in, read_access
+from app.web import routers
+from app.web.auth import Admin, SignedIn, get_principal, log_in
 from app.web.deps import SessionDep
 from app.web.http import errors, read_json
 from app.web.runtime import runtime_of
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["accounts"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router("accounts")
 
 
 class WhoAmI(BaseModel):

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from functools import partial
 
 import anyio
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 
@@ -30,12 +30,13 @@ from app.accounts import (
     token_state,
 )
 from app.models import ROLES
+from app.web import routers
 from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
 from app.web.deps import SessionDep
 from app.web.http import render, see_other
 from app.web.runtime import runtime_of
 
-page_router = APIRouter(include_in_schema=False)
+page_router = routers.page_router(guarded=False)
 
 
 def _safe_next(target: str | None) -> str:

@@ -3,7 +3,7 @@
 from functools import partial
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
@@ -14,7 +14,8 @@ from app.catalog import NotFound
 from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.matching import SignatureMatcher
 from app.rendering import render_body
-from app.web.auth import Editor, form_fields, read_access
+from app.web import routers
+from app.web.auth import Editor, form_fields
 from app.web.deps import SessionDep
 from app.web.http import ProblemOut, errors, json_body, read_json, render, see_other
 from app.web.runtime import runtime_of
@@ -30,11 +31,9 @@ from app.wiki import (
     try_paste,
 )
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 class DraftIn(BaseModel):

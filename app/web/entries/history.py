@@ -1,13 +1,14 @@
 """An entry's revisions: the list, one revision, the diff of two, and restoring one from a page."""
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from sqlmodel import Session
 
 from app import storage
 from app.diffs import side_by_side
-from app.web.auth import Editor, read_access
+from app.web import routers
+from app.web.auth import Editor
 from app.web.deps import MAX_STORED_INT, RevisionNumber, SessionDep
 from app.web.entries.editor import editor_page
 from app.web.http import errors, render, see_other
@@ -24,11 +25,9 @@ from app.wiki import (
     revision_history,
 )
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 @api_router.get(

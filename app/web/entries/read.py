@@ -3,7 +3,7 @@ entries."""
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi import HTTPException, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import Field
 from sqlmodel import Session
@@ -18,15 +18,13 @@ from app.catalog import (
     get_entry_listing,
 )
 from app.entry_details import EntryDetails, fix_first, get_entry_details, table_of_contents
-from app.web.auth import read_access
+from app.web import routers
 from app.web.deps import SessionDep
 from app.web.http import errors, render, site_path
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
-page_router = APIRouter(include_in_schema=False, dependencies=[Depends(read_access)])
+page_router = routers.page_router()
 
 
 @api_router.get(

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import Depends, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from sqlmodel import Session
@@ -12,7 +12,8 @@ from sqlmodel import Session
 from app import storage
 from app.catalog import NotFound
 from app.entry_details import EntryDetails
-from app.web.auth import Editor, read_access
+from app.web import routers
+from app.web.auth import Editor
 from app.web.deps import RevisionNumber, SessionDep
 from app.web.entries.read import entry_details_out
 from app.web.http import errors, json_body, read_json, site_path
@@ -24,9 +25,7 @@ from app.wiki import (
     save_draft,
 )
 
-api_router = APIRouter(
-    prefix="/api/v1", tags=["api"], dependencies=[Depends(read_access)], responses=errors(401)
-)
+api_router = routers.api_router()
 
 
 class EntryWrite(BaseModel):

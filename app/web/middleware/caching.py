@@ -22,12 +22,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import anyio
-from sqlalchemy import event
-from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__, storage
+from app.change_feed import commit_count
 from app.search.index import read_state
 from app.web.auth import SESSION_COOKIE
 from app.web.middleware.twins import route_path
@@ -101,15 +100,6 @@ def is_anonymous(headers: dict[bytes, bytes]) -> bool:
     return b"authorization" not in headers and SESSION_COOKIE.encode() + b"=" not in cookies
 
 
-# Commits made by this process, counted: any of them may move the content mark.
-_commits = [0]
-
-
-@event.listens_for(OrmSession, "after_commit")
-def _count_commit(session: OrmSession) -> None:
-    _commits[0] += 1
-
-
 class MarkReader:
     """The content mark, read from the database at most once per `interval_s` and again after
     any commit made by this process: a cached page then costs no query at all. A write made by
@@ -128,7 +118,7 @@ class MarkReader:
         """The mark when it may be used as it is, without reading (from the event loop)."""
         if (
             self._mark is not None
-            and self._commits_seen == _commits[0]
+            and self._commits_seen == commit_count()
             and time.monotonic() - self._read_at < self.interval_s
         ):
             return self._mark
@@ -136,7 +126,7 @@ class MarkReader:
 
     def read(self, state) -> storage.ContentMark:
         """Read the database (in a worker thread)."""
-        commits, started = _commits[0], time.monotonic()
+        commits, started = commit_count(), time.monotonic()
         try:
             with Session(state.engine) as session:
                 mark = storage.content_mark(session)
