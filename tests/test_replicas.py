@@ -100,16 +100,22 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 @pytest.fixture
-def replicas(tmp_path, postgres_server):
+def replicas(request, tmp_path, postgres_server):
     with postgres_server.database() as url:
         # No PITFALLS_SECRET_KEY: the replicas share no data dir, so the session key they
         # agree on is the one stored in the database.
-        settings = {"PITFALLS_DATABASE_URL": url}
+        settings = {"PITFALLS_DATABASE_URL": url, **getattr(request, "param", {})}
         folders = [tmp_path / "replica-a", tmp_path / "replica-b"]
         with running_servers(folders, settings=settings) as servers:
             yield servers, settings, url
 
 
+# A timed check once a minute: within the test's waits, only the notification a commit sends
+# (LISTEN/NOTIFY, followed by the other replica's feed follower) can make B see A's write.
+NOTIFIED_ONLY = {"PITFALLS_INDEX_CHECK_INTERVAL_MS": "60000"}
+
+
+@pytest.mark.parametrize("replicas", [NOTIFIED_ONLY], indirect=True)
 def test_two_replicas_started_together_ingest_once_and_stay_consistent(replicas):
     (a, b), settings, _ = replicas
     for served in (a, b):  # both prepared the same database, one of them ingested it
@@ -122,7 +128,9 @@ def test_two_replicas_started_together_ingest_once_and_stay_consistent(replicas)
     assert f"{entries} new" in logs and "0 new" in logs, logs[-2000:]
 
     token = {"Authorization": f"Bearer {write_token(a.folder, settings)}"}
-    # A write on A is searchable and matchable on B within a second.
+    # A write on A is searchable and matchable on B long before B's timed check (a minute)
+    # would find it: B was told. (Counted by mechanism, not by a wall-clock bound that a busy
+    # machine breaks; the delays are in the message.)
     delays = []
     for n in range(3):
         word = f"zanzibar{n}quux"
@@ -134,11 +142,12 @@ def test_two_replicas_started_together_ingest_once_and_stay_consistent(replicas)
             token,
         )
         assert status == 201, body
-        found = _wait_until(lambda w=word, e=entry_id: _found(b.base, w, e), 5)
-        matched = _wait_until(lambda w=word, e=entry_id: _matched(b.base, w, e), 5)
-        assert found is not None and matched is not None
-        delays.append(max(found, matched))
-    assert max(delays) < 1.0, f"seconds from a write on A to search and match on B: {delays}"
+        found = _wait_until(lambda w=word, e=entry_id: _found(b.base, w, e), 20)
+        matched = _wait_until(lambda w=word, e=entry_id: _matched(b.base, w, e), 20)
+        assert found is not None and matched is not None, (
+            f"B did not see write {n} within 20 s (seen earlier: {delays})"
+        )
+        delays.append(round(max(found, matched), 3))
 
     # 20 concurrent edits with the same If-Match over both replicas: exactly one wins.
     status, _, headers = _call("GET", f"{a.base}/api/v1/entries/replicated-0", headers=token)
