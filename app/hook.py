@@ -3,7 +3,9 @@
 `%load_ext pitfalls` in a notebook, or `pitfalls.install()` in a script: the original traceback
 is shown first and unchanged (the hook never hides or alters it), then the known pitfalls that
 match it, as rich HTML in Jupyter (title, the values captured from the message, the fix, a link)
-and as text elsewhere. A failure of the hook itself is one line on stderr, nothing more.
+and as text elsewhere (the user's last frame with the library frames folded, the whole Fix
+section with its code, and `pitfalls show ID` for the rest). A failure of the hook itself is one
+line on stderr, nothing more.
 
 Where answers come from: with PITFALLS_SERVER set, that server's `/api/v1/match` (with
 PITFALLS_TOKEN when reading is private); otherwise this machine's database, prepared as
@@ -81,21 +83,31 @@ class Explainer:
 
 
 def as_text(answer: dict, explainer: Explainer) -> str:
+    """The user's last frame with the library frames folded, then each match with its whole
+    Fix section (every code block kept) and where to read the rest of the entry."""
     if not answer.get("matches"):
         return "Pitfalls: no known pitfall matches this error."
+    from app.tracebacks.frames import folded_from_answer, folded_lines
+
+    frames = folded_lines(folded_from_answer(answer.get("parsed")))
     lines = []
     for match in answer["matches"][:3]:
         tier = "" if match["tier"] == "signature" else f", likely {match['confidence']:.0%}"
         lines.append(f"Pitfalls: {match['title']}  [{match['id']}{tier}]")
+        if len(lines) == 1:  # where the error is in the user's code, once, under the best match
+            lines.extend("  " + line for line in frames)
         lines.append(f"  {match['summary']}")
         for name, value in match.get("captures", {}).items():
             lines.append(f"  {name.replace('_', ' ')}: {value}")
         fix = match.get("fix_markdown", "").strip()
-        if fix:  # the fix's prose, up to its first code block (the link has the rest)
-            prose = fix.split("```", 1)[0].strip().splitlines()
-            lines.extend("  " + line for line in prose[:12])
+        if fix:
+            lines.append("  Fix:")
+            lines.extend(f"    {line}".rstrip() for line in fix.splitlines())
+        show = f"pitfalls show {match['id']}"
+        if explainer.server:
+            show += f" --server {explainer.server}"
         link = explainer.link(match["url"])
-        lines.append(f"  {link or 'pitfalls search ' + match['id']}")
+        lines.append(f"  the whole entry: {show}" + (f"  ({link})" if link else ""))
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO_CONTENT, require
+from tests.conftest import require
 
 pytestmark = pytest.mark.e2e
 
@@ -25,29 +25,50 @@ KNOWN = (
 UNKNOWN = "the flux capacitor of shard 7 is unaligned"
 
 
-def _env(tmp_path) -> dict[str, str]:
+# A line of view-non-contiguous's `python fix` block: the text output keeps the Fix's code.
+FIX_LINE = "b = y.contiguous().view(2, -1)  # same result, explicit copy"
+# A library (by its path: a site-packages folder) that raises the known error two calls deep.
+LIBRARY = f"""
+def reshape_all():
+    return _inner()
+
+
+def _inner():
+    raise RuntimeError({KNOWN!r})
+"""
+
+
+@pytest.fixture
+def hook_env(real_settings) -> dict[str, str]:
+    """The environment of a script or kernel whose hook reads a prepared data dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    env["PITFALLS_DATA_DIR"] = str(tmp_path / "hook-data")
-    env["PITFALLS_CONTENT_DIR"] = str(REPO_CONTENT)
-    # A first run ingests every entry: on a loaded machine that can take longer than 30 s.
+    env["PITFALLS_DATA_DIR"] = str(real_settings.data_dir)
+    env["PITFALLS_CONTENT_DIR"] = str(real_settings.content_dir)
+    # A data dir that is not ready yet (on PostgreSQL, say) is prepared first: that can take
+    # longer than 30 s on a loaded machine.
     env["PITFALLS_HOOK_WAIT_S"] = "600"
     return env
 
 
 def test_the_notebook_extension_adds_the_pitfall_under_the_original_traceback(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, hook_env
 ):
     for module in ("nbclient", "nbformat", "ipykernel"):
         require(importlib.util.find_spec(module) is not None, f"{module} is not installed")
     import nbformat
     from nbclient import NotebookClient
 
-    for key, value in _env(tmp_path).items():
+    for key, value in hook_env.items():
         monkeypatch.setenv(key, value)
+    library = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    library.mkdir(parents=True)
+    (library / "fakelib.py").write_text(LIBRARY, encoding="utf-8")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
-        nbformat.v4.new_code_cell("%load_ext pitfalls"),
-        nbformat.v4.new_code_cell(f"raise RuntimeError({KNOWN!r})"),
+        nbformat.v4.new_code_cell(
+            f"%load_ext pitfalls\nimport sys\nsys.path.insert(0, {str(library)!r})"
+        ),
+        nbformat.v4.new_code_cell("import fakelib\nfakelib.reshape_all()"),
         nbformat.v4.new_code_cell(f"raise ValueError({UNKNOWN!r})"),
         nbformat.v4.new_code_cell("print('the kernel lives on')"),
     ]
@@ -59,10 +80,19 @@ def test_the_notebook_extension_adds_the_pitfall_under_the_original_traceback(
     errors = [o for o in known if o.output_type == "error"]
     assert errors and errors[0].ename == "RuntimeError" and errors[0].evalue == KNOWN
     plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0].traceback))  # no colours
-    assert "raise RuntimeError" in plain
+    assert "fakelib.reshape_all()" in plain
     shown = [o for o in known if o.output_type == "display_data"]
     assert shown, known
-    assert "view-non-contiguous" in shown[0].data["text/plain"]
+    text = shown[0].data["text/plain"]
+    assert "view-non-contiguous" in text
+    assert FIX_LINE in map(str.strip, text.splitlines())  # the Fix's code, not only its prose
+    assert "pitfalls show view-non-contiguous" in text
+    # The cell's frame first with its code; the library's two (and IPython's own) folded.
+    lines = text.splitlines()
+    assert re.fullmatch(r"  Your last frame: .+, line 2, in <module>", lines[1]), text
+    assert lines[2] == "      fakelib.reshape_all()"
+    folded = re.fullmatch(r"  … (\d+) library frames folded", lines[3])
+    assert folded and int(folded[1]) >= 2, text
     html = shown[0].data["text/html"]
     assert "Pitfalls:" in html and "non-contiguous" in html and "reshape" in html
     assert [o.output_type for o in known].index("error") < [o.output_type for o in known].index(
@@ -77,26 +107,43 @@ def test_the_notebook_extension_adds_the_pitfall_under_the_original_traceback(
     assert after.outputs[0].text == "the kernel lives on\n"
 
 
-def test_a_script_with_the_hook_prints_its_traceback_unchanged_then_the_match(tmp_path):
+def test_a_script_with_the_hook_prints_its_traceback_unchanged_then_the_match(tmp_path, hook_env):
+    library = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    library.mkdir(parents=True)
+    (library / "fakelib.py").write_text(LIBRARY, encoding="utf-8")
+    body = (
+        f"import sys\nsys.path.insert(0, {str(library)!r})\nimport fakelib\n\n\n"
+        "def main():\n    fakelib.reshape_all()\n\n\nmain()\n"
+    )
     script = tmp_path / "train.py"
-    body = f"raise RuntimeError({KNOWN!r})\n"
-    script.write_text(body, encoding="utf-8")
+    script.write_text("pass\npass\n" + body, encoding="utf-8")  # the same lines as below
     plain = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=_env(tmp_path)
+        [sys.executable, str(script)], capture_output=True, text=True, env=hook_env
     )
     hooked = tmp_path / "hooked.py"
     hooked.write_text("import pitfalls\npitfalls.install()\n" + body, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, str(hooked)], capture_output=True, text=True, env=_env(tmp_path)
+        [sys.executable, str(hooked)], capture_output=True, text=True, env=hook_env
     )
     assert result.returncode == plain.returncode == 1
-    original = plain.stderr.replace(str(script), str(hooked)).replace("line 1", "line 3")
+    original = plain.stderr.replace(str(script), str(hooked))
     assert result.stderr.startswith(original), result.stderr
     rest = result.stderr[len(original) :]
     assert rest.startswith("Pitfalls: ") and "[view-non-contiguous]" in rest
+    # The user's last frame first, with its code; the library's two frames folded.
+    assert (
+        f"  Your last frame: {hooked}, line 9, in main\n"
+        "      fakelib.reshape_all()\n"
+        f"    called from {hooked}, line 12, in <module>\n"
+        "  … 2 library frames folded\n"
+    ) in rest
+    lines = rest.splitlines()
+    assert "  Fix:" in lines and "    ```python fix" in lines
+    assert f"    {FIX_LINE}" in lines  # the Fix section's code, not only its prose
+    assert lines[-1] == "  the whole entry: pitfalls show view-non-contiguous"
 
 
-def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path):
+def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path, hook_env):
     hooked = tmp_path / "hooked.py"
     hooked.write_text(
         textwrap.dedent(f"""
@@ -107,7 +154,7 @@ def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path):
         encoding="utf-8",
     )
     result = subprocess.run(
-        [sys.executable, str(hooked)], capture_output=True, text=True, env=_env(tmp_path)
+        [sys.executable, str(hooked)], capture_output=True, text=True, env=hook_env
     )
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "Traceback (most recent call last):"
@@ -115,12 +162,12 @@ def test_a_failing_hook_is_one_line_and_never_hides_the_traceback(tmp_path):
     assert lines[-1].startswith("pitfalls: could not explain this error (")
 
 
-def test_python_m_pitfalls_run_a_script_adds_the_match_after_its_output(tmp_path):
+def test_python_m_pitfalls_run_a_script_adds_the_match_after_its_output(tmp_path, hook_env):
     script = tmp_path / "train.py"
     script.write_text(f"print('epoch 1')\nraise RuntimeError({KNOWN!r})\n", encoding="utf-8")
     result = subprocess.run(
         [sys.executable, "-m", "pitfalls", "run", str(script)],
-        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path,
+        capture_output=True, text=True, env=hook_env, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1
     assert result.stdout.startswith("epoch 1")

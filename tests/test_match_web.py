@@ -114,6 +114,38 @@ def test_match_page_works_without_javascript(real_client):
     assert "No known pitfall matches this error." in unknown.text
 
 
+def test_match_page_folds_library_frames_and_puts_the_users_last_frame_first(real_client):
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/<b>train</b>.py", line 30, in <module>\n'
+        '    main("<script>alert(1)</script>")\n'
+        '  File "/home/u/<b>train</b>.py", line 12, in main\n'
+        "    y = net(x)  # <i>here</i>\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1789, in _call_impl\n'
+        "    return forward_call(*args, **kwargs)\n"
+        '  File "/usr/lib/python3.11/site-packages/torch/_tensor.py", line 20, in view\n'
+        "    return x.view(-1)  # <img src=x onerror=alert(2)>\n"
+        "RuntimeError: view size is not compatible with input tensor's size and stride (at least "
+        "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.\n"
+    )
+    page = real_client.post("/match", data={"text": paste})
+    assert page.status_code == 200
+    read = page.text[page.text.index('id="read-h"') :]
+    read = read[: read.index("</section>")]
+    # The user's last frame first, with its code line, everything from the paste escaped.
+    last = read.index('class="last-frame"')
+    assert "/home/u/&lt;b&gt;train&lt;/b&gt;.py, line 12, in main" in read[last : last + 200]
+    assert "y = net(x)  # &lt;i&gt;here&lt;/i&gt;" in read
+    assert last < read.index("<details>")
+    # The two torch frames are one folded run, there to open, their code escaped too.
+    (folded,) = re.findall(r"<details><summary>(.*?)</summary>", read)
+    assert folded == "… 2 library frames folded"
+    assert "return x.view(-1)  # &lt;img src=x onerror=alert(2)&gt;" in read
+    assert "main(&#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;)" in read
+    for raw in ("<b>", "<i>", "<img", "<script>"):
+        assert raw not in read
+
+
 def test_a_signature_that_matches_an_empty_message_is_shown_not_a_500(real_client):
     """A bare `StopIteration` from a DataLoader is matched by a pattern for an empty message."""
     paste = (
@@ -181,7 +213,13 @@ def test_cli_run_passes_output_through_and_explains_a_failure(real_settings, tmp
     assert failed.returncode == 1
     assert failed.stdout == "step 1 ok\n"
     assert "ValueError: optimizer got an empty parameter list" in failed.stderr
-    assert "[parameter-registration" in failed.stderr.split("--- pitfalls ---")[1]
+    explained = failed.stderr.split("--- pitfalls ---")[1]
+    assert "[parameter-registration" in explained
+    # The user's last frame, with its code line, under the answer's first line.
+    assert explained.splitlines()[2:4] == [
+        f"  Your last frame: {script}, line 2, in <module>",
+        "      raise ValueError('optimizer got an empty parameter list')",
+    ]
     ok = subprocess.run(
         [*pitfalls, "run", "--", sys.executable, "-c", "import sys; sys.exit(0)"],
         capture_output=True,

@@ -84,7 +84,11 @@ def _answer(text: str, server: str | None) -> dict:
 
 
 def _print_answer(answer: dict, err: bool = False) -> None:
+    from app.tracebacks.frames import folded_from_answer, folded_lines
+
     click.echo(answer["message"], err=err)
+    for line in folded_lines(folded_from_answer(answer.get("parsed"))):
+        click.echo(f"  {line}", err=err)
     for match in answer["matches"]:
         why = match["why"]
         tier = "" if match["tier"] == "signature" else "likely, "

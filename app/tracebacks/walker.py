@@ -7,6 +7,7 @@ import re
 from collections import deque
 
 from app.budget import check_budget
+from app.tracebacks.frames import is_library_path
 from app.tracebacks.results import Frame, ParsedException, ParsedWarning
 
 # The answer explains the last exception of a chain; a log with thousands keeps its last ones.
@@ -65,14 +66,6 @@ _WARNING = re.compile(
 )
 _CPP_WARNING = re.compile(r"^\[W[^\]]*\] Warning: (?P<message>.*)$")
 _CPP_WARNING_FUNCTION = " (function "  # the C++ function named after the message
-_LIBRARY_PATH = re.compile(
-    r"site-packages|dist-packages|[/\\]lib[/\\]python\d|[/\\]Lib[/\\]|^<frozen |"
-    r"^/usr/lib/|[/\\]torch[/\\]|\.so(?:\.\d+)*$|^/opt/conda/"
-)
-
-
-def _is_library(path: str) -> bool:
-    return bool(_LIBRARY_PATH.search(path))
 
 
 def _message_continues(line: str) -> bool:
@@ -192,7 +185,7 @@ class _Walker:
         if match := _FRAME.match(line):
             self.in_traceback = True
             frame = Frame(match.group("file"), int(match.group("line")), match.group("func"))
-            frame.library = _is_library(frame.file)
+            frame.library = is_library_path(frame.file)
             code = lines[index + 1].strip() if index + 1 < len(lines) else ""
             if code and not _FRAME.match(lines[index + 1]) and not _EXCEPTION.match(code):
                 frame.code = code
@@ -208,7 +201,7 @@ class _Walker:
                     int(number) if number else None,
                     match.group("func"),
                     None,
-                    _is_library(file),
+                    is_library_path(file),
                 )
             )
         elif (match := _FRAME_IPYTHON.match(line)) and (self.ipython_type or self.in_traceback):
@@ -216,7 +209,9 @@ class _Walker:
             number = match.group("line") or match.group("line2")
             cell = file.startswith("In[")
             self.frames.append(
-                Frame(file, int(number), match.group("func"), None, not cell and _is_library(file))
+                Frame(
+                    file, int(number), match.group("func"), None, not cell and is_library_path(file)
+                )
             )
         elif (match := _ARROW.match(line)) and self.frames:
             self.frames[-1].code = match.group("code").strip()

@@ -11,6 +11,7 @@ from app.entry_details import entry_url
 from app.inbox import record_unknown
 from app.outcomes import FINGERPRINT, MAX_NOTE_SENT, OutcomeOut, record_outcome
 from app.tracebacks import parse_traceback
+from app.tracebacks.frames import folded_from_answer, where
 from app.web import routers
 from app.web.auth import SESSION_COOKIE, check_csrf, form_fields, get_principal, read_access
 from app.web.deps import SettingsDep
@@ -192,7 +193,11 @@ def match_form_api(request: Request, settings: SettingsDep) -> PasteForm:
 
 
 def _page(request: Request, text: str, answer: Answer | None, status: int = 200):
-    return render(request, "match.html", {"paste": text, "answer": answer}, status_code=status)
+    context: dict = {"paste": text, "answer": answer, "frame_place": where}
+    if answer is not None:  # the final error's frames, the user's last first, libraries folded
+        parsed = answer.parsed.model_dump(include={"exceptions", "final", "user_frame"})
+        context["folded"] = folded_from_answer(parsed)
+    return render(request, "match.html", context, status_code=status)
 
 
 @router.get("/match", response_class=HTMLResponse, include_in_schema=False)
