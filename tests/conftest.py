@@ -85,6 +85,41 @@ def repo_content(tmp_path: Path) -> Path:
     return path
 
 
+# ---- passwords: real argon2, each test password hashed once per session -------------------
+
+
+class _HashedOnce:
+    """The app's own argon2 hasher, remembering the hash of each password it was given: tests
+    add the same few users with the same few passwords hundreds of times, and each hash costs
+    about 0.2 s of CPU. Verifying is never cached (every login still runs argon2)."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self._hashes: dict[str | bytes, str] = {}
+
+    def hash(self, password, *, salt=None):
+        if salt is not None:
+            return self._real.hash(password, salt=salt)
+        if password not in self._hashes:
+            self._hashes[password] = self._real.hash(password)
+        return self._hashes[password]
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _passwords_hashed_once() -> Iterator[None]:
+    from app.accounts import passwords
+
+    real = passwords._hasher
+    passwords._hasher = _HashedOnce(real)
+    try:
+        yield
+    finally:
+        passwords._hasher = real
+
+
 # ---- the database: SQLite, or PostgreSQL for the modules marked `both_databases` -----------
 
 BACKENDS = ("sqlite", "postgresql")

@@ -25,7 +25,9 @@ def client(tmp_path_factory):
     from app.web import create_app
 
     data = tmp_path_factory.mktemp("bounded")
-    app = create_app(load_settings(data_dir=data / "data", content_dir=REPO_CONTENT))
+    settings = load_settings(data_dir=data / "data", content_dir=REPO_CONTENT)
+    prepare_data_dir(settings, tmp_path_factory)
+    app = create_app(settings)
     with TestClient(app) as started:
         yield started
 
@@ -240,7 +242,9 @@ def test_a_client_that_leaves_mid_body_is_one_info_line(make_settings, content_d
     assert json.dumps(sent[0]["status"]) == "499"
 
 
-def test_a_lone_surrogate_in_an_entry_is_a_400_and_nothing_is_saved(make_settings, repo_content):
+def test_a_lone_surrogate_in_an_entry_is_a_400_and_nothing_is_saved(
+    make_settings, repo_content, tmp_path_factory
+):
     from sqlmodel import Session
 
     from app import storage
@@ -249,6 +253,7 @@ def test_a_lone_surrogate_in_an_entry_is_a_400_and_nothing_is_saved(make_setting
     from app.web import create_app
 
     settings = make_settings(repo_content)
+    prepare_data_dir(settings, tmp_path_factory)
     with TestClient(create_app(settings)) as client:
         engine = create_db_engine(settings)
         with Session(engine) as session:
@@ -310,14 +315,16 @@ def test_a_retyped_message_after_a_long_word_is_matched_in_linear_time():
     assert twice < 3.0 * max(once, 0.005), (once, twice)
 
 
-def test_start_up_objects_are_kept_out_of_the_collectors_full_passes(tmp_path):
+def test_start_up_objects_are_kept_out_of_the_collectors_full_passes(tmp_path, tmp_path_factory):
     """A full collection over everything start-up built took 130 ms, holding the GIL; frozen,
     they are not walked again, until the app shuts down."""
     import gc
 
     from app.web import create_app
 
-    app = create_app(load_settings(data_dir=tmp_path / "data", content_dir=REPO_CONTENT))
+    settings = load_settings(data_dir=tmp_path / "data", content_dir=REPO_CONTENT)
+    prepare_data_dir(settings, tmp_path_factory)
+    app = create_app(settings)
     with TestClient(app):
         assert gc.get_freeze_count() > 50_000
     assert gc.get_freeze_count() == 0

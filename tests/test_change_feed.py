@@ -120,6 +120,7 @@ def test_an_index_that_drifted_from_the_feed_is_rebuilt(make_settings, content_d
     engine.dispose()
 
 
+@pytest.mark.slow  # starts real processes
 def test_processes_preparing_one_empty_database_together_ingest_once(
     make_settings, repo_content, tmp_path
 ):

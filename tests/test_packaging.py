@@ -6,6 +6,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import app
 from app.resources import resource_dir
 from tests.conftest import REPO, require
@@ -25,6 +27,7 @@ def test_from_a_clone_the_folders_beside_the_package_are_used():
         assert resource_dir(folder) == REPO / folder
 
 
+@pytest.mark.slow  # builds a wheel and runs it in a fresh environment
 def test_the_wheel_carries_the_folders_and_runs_outside_the_clone(tmp_path: Path):
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],

@@ -12,6 +12,7 @@ from app.search.glossary import expansions, read_glossary
 from app.search.query import identifier_leaves, read_query
 from app.settings import load_settings
 from tests.conftest import REPO_CONTENT
+from tests.prepared import prepare_data_dir
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,9 @@ def client(module_search_engine, tmp_path_factory):
     from app.web import create_app
 
     data = tmp_path_factory.mktemp("query-language")
-    app = create_app(load_settings(data_dir=data / "data", content_dir=REPO_CONTENT))
+    settings = load_settings(data_dir=data / "data", content_dir=REPO_CONTENT)
+    prepare_data_dir(settings, tmp_path_factory)
+    app = create_app(settings)
     with TestClient(app) as started:
         yield started
 

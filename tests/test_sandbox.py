@@ -40,6 +40,9 @@ from app.verification.running import run_snippet
 from app.verification.snippets import Environment, SnippetToRun
 from tests.conftest import REPO, entry_text, require
 
+# In the slow lane: every test starts real sandboxed processes.
+pytestmark = pytest.mark.slow
+
 CANARY_VARIABLE = "PITFALLS_SANDBOX_CANARY"
 
 # Prints what it could reach, then fails unless it reached everything: an escape makes it pass.

@@ -188,14 +188,13 @@ def real_service(module_search_engine, tmp_path_factory):
     from app.settings import load_settings
     from app.storage import create_db_engine, upgrade_schema
     from tests.conftest import REPO_CONTENT
+    from tests.prepared import prepare_data_dir
 
     root = tmp_path_factory.mktemp("real")
     settings = load_settings(data_dir=root / "data", content_dir=REPO_CONTENT)
+    prepare_data_dir(settings, tmp_path_factory)  # every entry ingested and indexed
     engine = create_db_engine(settings)
     upgrade_schema(engine)
-    report = ingest_content(engine, REPO_CONTENT)
-    assert report.failed == 0, [str(p) for p in report.problems]
-    rebuild_index(engine, settings.index_dir)
     service = SearchService(settings.index_dir, engine)
     yield service
     service.close()

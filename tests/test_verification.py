@@ -25,6 +25,9 @@ from app.verification.snippets import (
 )
 from tests.conftest import entry_text
 
+# In the slow lane: most tests run entries' snippets in real processes.
+pytestmark = pytest.mark.slow
+
 MATCHER = SignatureMatcher(
     [
         SignatureRecord(
