@@ -9,7 +9,7 @@ import sys
 import click
 
 # Each module adds its commands to the group.
-from app.cli import accounts, answers, content, maintenance, serving, verification  # noqa: F401
+from app.cli import accounts, answers, content, maintenance, run, serving, verification  # noqa: F401
 from app.cli.group import CannotRun, cli
 from app.settings import SettingsError, load_settings
 
