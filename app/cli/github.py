@@ -113,12 +113,14 @@ def summary_markdown(
         )
     for answer, link in zip(answers, links, strict=True):
         match = answer["matches"][0]
-        parts += ["", f"### {html.escape(match['title'])} (`{match['id']}`)", ""]
+        title = html.escape(match["title"], quote=False)
+        parts += ["", f"### {title} (`{match['id']}`)", ""]
         frame = (answer.get("parsed") or {}).get("user_frame")
         if frame and frame.get("file"):
             line = f":{frame['line']}" if frame.get("line") else ""
             parts.append(f"At {_inline_code(_workspace_path(frame['file']) + line)}:")
-        parts += [_code(error_line(answer)), "", html.escape(match.get("summary", "")), ""]
+        summary = html.escape(match.get("summary", ""), quote=False)
+        parts += [_code(error_line(answer)), "", summary, ""]
         if match.get("fix_markdown"):
             parts += ["**Fix**", "", match["fix_markdown"].strip(), ""]
         parts.append(
