@@ -4,8 +4,9 @@ Every import counts, also one inside a function (a lazy import is still a depend
 cycle through one only waits for the call that closes it), except those under
 `if TYPE_CHECKING:`, which never run. The faces are the ways in from
 outside: the web app (`app/web/`), the command line (`app/cli*`), the MCP server
-(`app/mcp_server*`) and the notebook and script hook (`app/hook*`). Everything else is an inner
-part, which the faces call and which never calls them.
+(`app/mcp_server*`), the notebook and script hook (`app/hook*`) and the pytest plugin
+(`app/pytest_plugin*`). Everything else is an inner part, which the faces call and which never
+calls them.
 """
 
 import ast
@@ -15,7 +16,7 @@ from tests.conftest import REPO
 
 APP = REPO / "app"
 WEB = "app.web"
-FACES = ("app.cli", "app.mcp_server", "app.hook")  # with what starts so: app/cli*, app/hook*
+FACES = ("app.cli", "app.mcp_server", "app.hook", "app.pytest_plugin")  # and what starts so
 
 
 def module_name(path: Path) -> str:

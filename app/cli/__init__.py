@@ -9,7 +9,16 @@ import sys
 import click
 
 # Each module adds its commands to the group.
-from app.cli import accounts, answers, content, maintenance, serving, show, verification  # noqa: F401
+from app.cli import (  # noqa: F401
+    accounts,
+    answers,
+    content,
+    maintenance,
+    run,
+    serving,
+    show,
+    verification,
+)
 from app.cli.group import CannotRun, cli
 from app.settings import SettingsError, load_settings
 

@@ -1,9 +1,9 @@
-"""`pitfalls search`, `match` and `run`: answers at a terminal, from here or from a server."""
+"""`pitfalls search` and `match`: answers at a terminal, from here or from a server (`run` is
+in app/cli/run.py)."""
 
 import contextlib
 import json
 import sys
-from pathlib import Path
 
 import click
 
@@ -128,59 +128,3 @@ def match(source, as_json: bool, server: str | None) -> None:
     else:
         _print_answer(answer)
     sys.exit(0 if answer["matches"] else 1)
-
-
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--server", metavar="URL", help="Ask a running Pitfalls server instead.")
-def run(command: tuple[str, ...], server: str | None) -> None:
-    """Run COMMAND with its output passed through; when it fails, show the matching pitfalls.
-
-    Exits with the command's own exit code. Put `--` before the command:
-    pitfalls run -- python train.py; a Python file alone runs with this Python:
-    python -m pitfalls run train.py
-    """
-    import subprocess
-    import threading
-    from collections import deque
-
-    tail: deque[bytes] = deque()
-    size = [0]
-    limit = 1_000_000
-    lock = threading.Lock()
-
-    def pump(stream, sink) -> None:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            sink.write(chunk)
-            sink.flush()
-            with lock:
-                tail.append(chunk)
-                size[0] += len(chunk)
-                while size[0] > limit and len(tail) > 1:
-                    size[0] -= len(tail.popleft())
-
-    if command[0].endswith(".py") and Path(command[0]).is_file():
-        command = (sys.executable, *command)
-    try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as exc:
-        click.echo(f"pitfalls run: cannot start {command[0]}: {exc.strerror}", err=True)
-        sys.exit(127)
-    threads = [
-        threading.Thread(target=pump, args=(process.stdout, sys.stdout.buffer), daemon=True),
-        threading.Thread(target=pump, args=(process.stderr, sys.stderr.buffer), daemon=True),
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        code = process.wait()
-    except KeyboardInterrupt:
-        process.send_signal(2)
-        code = process.wait()
-    for thread in threads:
-        thread.join()
-    if code != 0:
-        text = b"".join(tail).decode("utf-8", errors="replace")
-        click.echo("\n--- pitfalls ---", err=True)
-        _print_answer(_answer(text, server), err=True)
-    sys.exit(code)
