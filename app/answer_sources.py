@@ -24,6 +24,17 @@ class Pitfalls(Protocol):
     def outcome(self, report: dict) -> dict: ...
 
 
+def _said(body: bytes) -> str:
+    """The sentence of an API error (`{"error": {"message": ...}}`), else the body's start."""
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = None
+    if isinstance(message, str) and message:
+        return message
+    return body.decode("utf-8", "replace")[:300]
+
+
 class RemotePitfalls:
     """A running Pitfalls server's JSON API (`pitfalls mcp --server URL [--token T]`)."""
 
@@ -43,8 +54,7 @@ class RemotePitfalls:
         except urllib.error.HTTPError as exc:
             if exc.code == 404 and method == "GET":
                 return None
-            detail = exc.read().decode("utf-8", "replace")[:300]
-            raise SourceError(f"the server answered {exc.code}: {detail}") from None
+            raise SourceError(f"the server answered {exc.code}: {_said(exc.read())}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise SourceError(f"cannot reach {self.base}: {exc}") from None
 
@@ -95,7 +105,8 @@ class LocalPitfalls:
 
         if len(text.encode("utf-8", "surrogatepass")) > self.settings.max_paste_bytes:
             raise SourceError(
-                f"the paste is over {self.settings.max_paste_bytes} bytes: send the end of it"
+                f"The paste is larger than {self.settings.max_paste_bytes:,} bytes; paste the "
+                "end of the traceback."
             )
         try:
             with in_force(Budget(self.settings.match_budget_ms / 1000)):

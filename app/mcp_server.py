@@ -1,9 +1,11 @@
 """The MCP server: what a coding agent calls when a run dies.
 
-Hand-written tools over the same inner functions as the JSON API, so an agent gets exactly what
-`/api/v1/match` and `/api/v1/search` give: `match_traceback` (matches with tier, confidence,
-why, captures, the fix as Markdown and the snippets that check it), `search_pitfalls`,
-`get_pitfall`, and `report_outcome` (did the fix work). Entries are resources `pitfall://{id}`.
+Hand-written tools over the same inner functions as the JSON API, each with an output schema
+(structured content) and an answer sized for an agent's context: `match_traceback` gives per
+match the title, the fix (text and code), the captured values, a link and a resource link to
+the whole entry, not the whole `/api/v1/match` answer; `search_pitfalls` the hits and matches
+the same way; `get_pitfall` one entry in full (also the resource `pitfall://{id}`, its
+Markdown); `report_outcome` (did the fix work). Protocol: the SDK's newest revision.
 
 Two transports: stdio (`pitfalls mcp`, on the local database or a server's API with `--server`)
 and streamable HTTP at `/mcp` inside the app, stateless so any replica answers any request, with
@@ -12,46 +14,138 @@ the API's rights: anyone when reading is public, else a token; an outcome report
 """
 
 import contextvars
-from typing import Any
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp_types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from app import __version__
 from app.answer_sources import Pitfalls, SourceError
-from app.answers import Answer
 from app.entry_details import EntryDetails
-from app.outcomes import MAX_NOTE_SENT
+from app.outcomes import MAX_NOTE_SENT, OutcomeOut
 
 INSTRUCTIONS = (
     "A team's knowledge base of PyTorch pitfalls with verified fixes. When a PyTorch run fails, "
     "call match_traceback with the whole traceback first: a 'signature' match is certain, a "
     "'likely' one carries a calibrated confidence, and no match means the error is unknown here "
-    "(do not guess an entry). Use search_pitfalls for questions in words, get_pitfall for an "
-    "entry's full text, and report_outcome once you know whether a suggested fix worked."
+    "(do not guess an entry). Each match carries its fix; read its resource (pitfall://ID) or "
+    "call get_pitfall for the whole entry. Use search_pitfalls for questions in words, and "
+    "report_outcome once you know whether a suggested fix worked."
 )
+RESOURCE = "pitfall://{id}"
 
-# Who the HTTP transport let in (the API token's principal, or anonymous on a public site) and
-# the voter its reports count for; stdio runs as the local user.
+# Who the HTTP transport let in (the API token's principal, or anonymous on a public site), the
+# voter its reports count for, and the site's address for links; stdio runs as the local user.
 current_principal: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "mcp_principal", default=None
 )
 current_voter: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_voter", default="")
+current_link_base: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_link_base", default="")
 
 
-class OutcomeIn(BaseModel):
-    fingerprint: str = Field(description="The answer's `fingerprint` for the error.")
-    id: str = Field(description="The entry whose fix was tried.")
-    worked: bool = Field(description="True when the fix made the error go away.")
-    answer_token: str = Field(description="The answer's `answer_token`.")
-    note: str = Field("", description="What was tried, in a sentence.")
+class PitfallMatch(BaseModel):
+    """One known pitfall that matches the error: enough to apply the fix."""
+
+    id: str
+    title: str
+    summary: str
+    tier: str = Field(
+        description="signature: one of the entry's signatures matched (certain); likely: the "
+        "entry covers the error's words (see confidence)."
+    )
+    confidence: float = Field(description="Calibrated: 0.8 is right about 80 % of the time.")
+    captures: dict[str, str] = Field(description="Values the signature took from the message.")
+    fix: str = Field(description="The entry's Fix section as Markdown, its code included.")
+    url: str = Field(description="The entry's page (absolute when the site's address is known).")
+    resource: str = Field(description="The whole entry: resources/read, or get_pitfall(id).")
+    outcomes: str = Field(
+        "", description="What reports say of this fix, e.g. 'fixed it for 3 of 4'; empty if none."
+    )
+    version_note: str | None = Field(
+        None, description="Set when the paste's torch version is outside the entry's range."
+    )
 
 
-def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
+class RelatedPitfall(BaseModel):
+    """An entry that shares words with an error nothing matched: worth reading, not a match."""
+
+    id: str
+    title: str
+    url: str
+    resource: str
+
+
+class MatchAnswer(BaseModel):
+    known: bool = Field(description="True when `matches` is not empty.")
+    message: str
+    fingerprint: str | None = Field(
+        None, description="The error's stable id (values taken out): report_outcome needs it."
+    )
+    answer_token: str | None = Field(
+        None, description="Proof of this answer (null without matches): report_outcome needs it."
+    )
+    matches: list[PitfallMatch] = Field(description="Signature matches first, then likely ones.")
+    related: list[RelatedPitfall] = Field(description="When nothing matched: found by text.")
+    foreign: str | None = Field(
+        None, description="When nothing matched and the error comes from another library."
+    )
+
+
+class SearchHit(BaseModel):
+    id: str
+    title: str
+    summary: str
+    kind: str
+    tags: list[str]
+    url: str
+    resource: str
+
+
+class SearchAnswer(BaseModel):
+    query: str
+    total: int = Field(description="Entries found in all; `hits` holds the first `limit`.")
+    hits: list[SearchHit]
+    matches: list[PitfallMatch] = Field(
+        description="When the query reads as error text: the pitfalls that match it, first."
+    )
+    suggestion: str | None = Field(None, description="A query with the spelling corrected.")
+    corrected_from: str | None = Field(
+        None, description="The query typed, when these are the corrected query's results."
+    )
+    relaxed: bool = Field(False, description="No entry had every word; these have some.")
+
+
+class PitfallEntry(EntryDetails):
+    """An entry as get_pitfall gives it: its Markdown, not the HTML rendering of it as well."""
+
+    html: SkipJsonSchema[str] = Field("", exclude=True)
+
+
+def _outcomes_text(match: dict) -> str:
+    here = match.get("outcomes") or {}
+    everywhere = match.get("outcomes_all") or {}
+    parts = []
+    if here.get("reports"):
+        parts.append(f"fixed it for {here['worked']} of {here['reports']} with this error")
+    if everywhere.get("reports") and everywhere != here:
+        parts.append(f"for {everywhere['worked']} of {everywhere['reports']} in all")
+    return "; ".join(parts)
+
+
+def build_server(
+    pitfalls: Pitfalls,
+    *,
+    check_scope: Callable[[str], None] | None = None,
+    link_base: Callable[[], str] = current_link_base.get,
+) -> MCPServer:
     """The MCP server over `pitfalls`. `check_scope(scope)` raises ToolError when the caller may
-    not (HTTP: the token's scope); None allows everything (stdio: the local user)."""
+    not (HTTP: the token's scope); None allows everything (stdio: the local user). `link_base()`
+    is the site's address that makes an entry's path a link ("" leaves it a path)."""
 
     def allowed(scope: str) -> None:
         if check_scope is not None:
@@ -63,6 +157,43 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
         except SourceError as exc:
             raise ToolError(str(exc)) from None
 
+    def link(path: str) -> str:
+        base = link_base().rstrip("/")
+        return base + path if base and path.startswith("/") else path
+
+    def concise(match: dict) -> PitfallMatch:
+        return PitfallMatch(
+            id=match["id"],
+            title=match["title"],
+            summary=match.get("summary", ""),
+            tier=match.get("tier", ""),
+            confidence=match.get("confidence", 0.0),
+            captures=match.get("captures") or {},
+            fix=match.get("fix_markdown", ""),
+            url=link(match["url"]),
+            resource=RESOURCE.format(id=match["id"]),
+            outcomes=_outcomes_text(match),
+            version_note=match.get("version_note"),
+        )
+
+    def resource_link(entry_id: str, title: str) -> ResourceLink:
+        return ResourceLink(
+            type="resource_link",
+            uri=RESOURCE.format(id=entry_id),
+            name=entry_id,
+            title=title,
+            mime_type="text/markdown",
+        )
+
+    def result(answer: BaseModel, links: list[ResourceLink]) -> CallToolResult:
+        data = answer.model_dump(mode="json")
+        # The JSON again as text, for clients that read no structured content (the spec's
+        # advice), compact: the answer is read into an agent's context.
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=text), *links], structured_content=data
+        )
+
     server = MCPServer(
         "pitfalls",
         title="Pitfalls",
@@ -73,32 +204,83 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
-    def match_traceback(text: str) -> Answer:
+    def match_traceback(text: str) -> Annotated[CallToolResult, MatchAnswer]:
         """Explain a traceback or error message: the known pitfalls that match it, best first,
-        each with tier ('signature' certain, 'likely' with a calibrated confidence), why it
-        matched, the values captured from the message, the fix as Markdown and the code that
-        checks it; `fingerprint` names the error for report_outcome. No match means unknown."""
+        each with its tier ('signature' certain, 'likely' with a calibrated confidence), the
+        values captured from the message, the fix (Markdown with its code), a link, and the
+        entry as a resource; `fingerprint` and `answer_token` are for report_outcome. No match
+        means the error is unknown here."""
         allowed("read")
-        return Answer.model_validate(ask("match", text))
+        answer = ask("match", text)
+        matches = [concise(m) for m in answer.get("matches", [])]
+        related = [
+            RelatedPitfall(
+                id=r["id"],
+                title=r["title"],
+                url=link(r["url"]),
+                resource=RESOURCE.format(id=r["id"]),
+            )
+            for r in answer.get("related", [])
+        ]
+        out = MatchAnswer(
+            known=bool(answer.get("known")),
+            message=answer.get("message", ""),
+            fingerprint=answer.get("fingerprint"),
+            answer_token=answer.get("answer_token"),
+            matches=matches,
+            related=related,
+            foreign=answer.get("foreign"),
+        )
+        links = [resource_link(m.id, m.title) for m in matches]
+        return result(out, links + [resource_link(r.id, r.title) for r in related])
 
     @server.tool(annotations=read_only)
     def search_pitfalls(
         query: str, kind: str | None = None, tag: str | None = None, limit: int = 10
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, SearchAnswer]:
         """Search the entries by words, identifiers or Chinese; `kind` is one of error,
-        warning, silent, hang, perf, howto; `tag` narrows to one tag."""
+        warning, silent, hang, perf, howto; `tag` narrows to one tag. Error text in the query
+        also gives its matches, as match_traceback does."""
         allowed("read")
-        return ask("search", query, kind, tag, max(1, min(limit, 50)))
+        found = ask("search", query, kind, tag, max(1, min(limit, 50)))
+        hits = [
+            SearchHit(
+                id=h["id"],
+                title=h["title"],
+                summary=h["summary"],
+                kind=h["kind"],
+                tags=h["tags"],
+                url=link(h["url"]),
+                resource=RESOURCE.format(id=h["id"]),
+            )
+            for h in found.get("hits", [])
+        ]
+        out = SearchAnswer(
+            query=found.get("query", query),
+            total=found.get("total", len(hits)),
+            hits=hits,
+            matches=[concise(m) for m in found.get("matches", [])],
+            suggestion=found.get("suggestion"),
+            corrected_from=found.get("corrected_from"),
+            relaxed=bool(found.get("relaxed")),
+        )
+        titles = {m.id: m.title for m in out.matches}
+        titles.update((h.id, h.title) for h in hits if h.id not in titles)
+        return result(out, [resource_link(i, title) for i, title in titles.items()])
 
     @server.tool(annotations=read_only)
-    def get_pitfall(id: str) -> EntryDetails:
+    def get_pitfall(id: str) -> Annotated[CallToolResult, PitfallEntry]:
         """One entry in full: title, summary, the Markdown (what you see, why, the fix), its
         signatures and snippets, and whether its code was verified."""
         allowed("read")
         entry = ask("entry", id)
         if entry is None:
             raise ToolError(f"there is no entry {id!r}; search_pitfalls finds entries")
-        return EntryDetails.model_validate(entry)
+        details = PitfallEntry.model_validate(entry)
+        details.url = link(details.url)
+        for related in details.related:
+            related.url = link(related.url)
+        return result(details, [])
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -107,7 +289,7 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
     )
     def report_outcome(
         fingerprint: str, id: str, worked: bool, answer_token: str, note: str = ""
-    ) -> dict[str, Any]:
+    ) -> OutcomeOut:
         """Say whether the fix of entry `id` worked for the error `fingerprint`: both, and
         `answer_token`, from the match_traceback answer that suggested the entry; `note` says
         what was tried. The entry's measured rate counts it."""
@@ -117,19 +299,30 @@ def build_server(pitfalls: Pitfalls, *, check_scope=None) -> MCPServer:
                 f"the note is longer than {MAX_NOTE_SENT} characters; say what was tried in a "
                 "sentence or two"
             )
-        report = OutcomeIn(
-            fingerprint=fingerprint, id=id, worked=worked, answer_token=answer_token, note=note
-        )
-        return ask("outcome", report.model_dump())
+        report = {
+            "fingerprint": fingerprint,
+            "id": id,
+            "worked": worked,
+            "answer_token": answer_token,
+            "note": note,
+        }
+        return OutcomeOut.model_validate(ask("outcome", report))
 
     @server.resource(
-        "pitfall://{id}", name="pitfall", mime_type="text/markdown", description="An entry"
+        RESOURCE,
+        name="pitfall",
+        title="A pitfall entry",
+        mime_type="text/markdown",
+        description="An entry's whole Markdown: what you see, why it happens, the fix.",
     )
     def pitfall_resource(id: str) -> str:
-        allowed("read")
-        entry = ask("entry", id)
+        try:
+            allowed("read")
+            entry = ask("entry", id)
+        except ToolError as exc:
+            raise ResourceError(str(exc)) from None
         if entry is None:
-            raise ToolError(f"there is no entry {id!r}")
+            raise ResourceNotFoundError(f"there is no entry {id!r}; search_pitfalls finds entries")
         return entry["markdown"]
 
     return server

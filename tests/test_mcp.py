@@ -1,10 +1,12 @@
 """The MCP server, driven by the official SDK's own client, over both transports.
 
-stdio: `pitfalls mcp` started as a subprocess on the data dir of a running server, every tool
-called; its answers equal `/api/v1/match` and `/api/v1/search` for the same input. Streamable
-HTTP: `/mcp` of a real `pitfalls serve`, with the API's rights (anyone on a public site, a bad
-token refused), and an outcome only with the answer's token; in process, the refusals a report
-and a token can meet, each a sentence.
+Two real `pitfalls serve` for the module, started together: a public site and a private one
+(PITFALLS_PUBLIC_READ=false). stdio: `pitfalls mcp` as a subprocess on the public one's data
+dir (every tool: typed, concise, linking the whole entry as a resource) and `pitfalls mcp
+--server` asking either site. Streamable HTTP: `/mcp` of each site with the API's rights and
+the API's sentences: anyone reads a public site, a private one refuses anonymous callers and a
+disabled account's token, and outcome reports need the answer's token. In process, the
+refusals a report and a token can meet, on both databases.
 """
 
 import contextlib
@@ -12,24 +14,22 @@ import json
 import os
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import anyio
 import pytest
 
 from tests import test_wiki
-from tests.conftest import entry_text, get, pitfalls_command, running_server, write_token
+from tests.conftest import REPO, Served, entry_text, pitfalls_command, write_token
 
-OOM = (
-    "Traceback (most recent call last):\n"
-    '  File "train.py", line 40, in <module>\n'
-    "    loss.backward()\n"
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB "
-    "total capacity; 6.80 GiB already allocated; 12.00 MiB free; 7.00 GiB reserved in total by "
-    "PyTorch)\n"
-)
+# A real OOM as torch 2.x prints it, library frames and all.
+OOM = (REPO / "tests/data/tracebacks/gpu--cuda-out-of-memory--1.txt").read_text(encoding="utf-8")
+PUBLIC_URL = "https://kb.example.org/kb"
+# An error no entry explains: no match (entries sharing its words come as related, linked).
+UNKNOWN = "RuntimeError: the dataloader worker saw a contiguous tensor on the wrong cuda device"
 
 
-def _post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
+def _post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict, dict]:
     request = urllib.request.Request(
         url,
         json.dumps(body).encode(),
@@ -38,142 +38,333 @@ def _post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict]
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
+            return response.status, json.loads(response.read()), dict(response.headers)
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+        return error.code, json.loads(error.read() or b"{}"), dict(error.headers)
+
+
+def _size(value) -> int:
+    """Bytes of a value as JSON, as a client reads it into an agent's context."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+class Site:
+    def __init__(self, served: Served) -> None:
+        self.base, self.folder = served.base, served.folder
+
+    def api_refusal(self, headers: dict | None = None) -> tuple[int, str]:
+        """What `POST /api/v1/match` answers these headers: its status and sentence."""
+        status, body, _ = _post(self.base + "/api/v1/match", {"text": OOM}, headers)
+        return status, body["error"]["message"] if status >= 400 else ""
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("mcp")) as started:
-        yield started
+def sites(tmp_path_factory):
+    public = Served(tmp_path_factory.mktemp("public"), None, True)
+    private = Served(tmp_path_factory.mktemp("private"), {"PITFALLS_PUBLIC_READ": "false"}, True)
+    try:
+        for served in (public, private):
+            served.start()
+        for served in (public, private):
+            served.wait_ready()
+        yield Site(public), Site(private)
+    finally:
+        for served in (public, private):
+            served.stop()
 
 
-async def _session_calls(client) -> dict:
-    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    out = {"tools": tools}
-    out["match"] = await client.call_tool("match_traceback", {"text": OOM})
-    out["search"] = await client.call_tool(
-        "search_pitfalls", {"query": "batches tracked", "limit": 5}
-    )
-    out["entry"] = await client.call_tool("get_pitfall", {"id": "view-non-contiguous"})
-    out["missing"] = await client.call_tool("get_pitfall", {"id": "no-such-entry"})
-    fingerprint = out["match"].structured_content["fingerprint"]
-    first = out["match"].structured_content["matches"][0]["id"]
-    token = out["match"].structured_content["answer_token"]
-    out["outcome"] = await client.call_tool(
-        "report_outcome",
-        {
-            "fingerprint": fingerprint,
-            "id": first,
-            "worked": True,
-            "answer_token": token,
-            "note": "smaller batch",
-        },
-    )
-    out["resource"] = await client.read_resource("pitfall://view-non-contiguous")
-    return out
-
-
-@pytest.mark.e2e
-def test_pitfalls_mcp_over_stdio_answers_as_the_api_does(served):
-    from mcp import Client
+def _stdio(folder: Path, *args: str, public_url: str = ""):
     from mcp.client.stdio import StdioServerParameters
 
-    base, clone = served
     env = {"PATH": "/usr/bin:/bin"}
     if "PYTHONPATH" in os.environ:  # the code under test, not an installed copy
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    parameters = StdioServerParameters(
-        command=pitfalls_command(), args=["mcp"], cwd=str(clone), env=env
+    if public_url:
+        env["PITFALLS_PUBLIC_URL"] = public_url
+    return StdioServerParameters(
+        command=pitfalls_command(), args=["mcp", *args], cwd=str(folder), env=env
     )
 
-    async def run():
-        async with Client(parameters) as client:
-            return await _session_calls(client)
 
-    status, api_answer = _post(base + "/api/v1/match", {"text": OOM})  # before any report
-    assert status == 200
-    out = anyio.run(run)
-    assert set(out["tools"]) == {
-        "match_traceback", "search_pitfalls", "get_pitfall", "report_outcome",
-    }  # fmt: skip
-    for name in ("match_traceback", "search_pitfalls", "get_pitfall"):
-        assert out["tools"][name].annotations.read_only_hint is True
-    assert out["tools"]["report_outcome"].annotations.read_only_hint is False
-    schema = out["tools"]["match_traceback"].output_schema
-    assert {"known", "fingerprint", "matches"} <= set(schema["properties"])  # typed, not any
-
-    for answer in (out["match"].structured_content, api_answer):
-        answer.pop("answer_token")  # signed with the time it was issued
-    assert out["match"].structured_content == api_answer
-    assert api_answer["matches"] and api_answer["fingerprint"]
-    status, body = get(base + "/api/v1/search?q=batches+tracked&limit=5")
-    assert status == 200 and out["search"].structured_content == json.loads(body)
-    assert out["entry"].structured_content["id"] == "view-non-contiguous"
-    assert "## Fix" in out["entry"].structured_content["markdown"]
-    assert out["missing"].is_error
-    outcome = out["outcome"].structured_content
-    assert outcome["for_this_error"]["worked"] == 1
-    assert "## Fix" in out["resource"].contents[0].text
-
-
-@pytest.mark.e2e
-def test_mcp_over_http_has_the_apis_rights_and_reports_need_the_answers_token(served):
+@contextlib.asynccontextmanager
+async def _http(base: str, token: str | None = None):
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    base, clone = served
-    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    accept = {"Accept": "application/json, text/event-stream"}
-    assert _post(base + "/mcp", listing, accept)[0] == 200  # a public site, as the API
-    assert _post(base + "/mcp", listing, {**accept, "Authorization": "Bearer wrong"})[0] == 401
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(base + "/mcp", http_client=http)) as client,
+    ):
+        yield client
 
-    @contextlib.asynccontextmanager
-    async def client(token: str):
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=30) as http,
-            Client(streamable_http_client(base + "/mcp", http_client=http)) as c,
-        ):
-            yield c
 
-    writer = write_token(clone)
-    reader = write_token(clone, scope="read")
+async def _refused(connect) -> str:
+    """The message of the MCP error that connecting (and listing the tools) ended with."""
+    from mcp.shared.exceptions import MCPError
+
+    def find(error: BaseException) -> MCPError | None:
+        if isinstance(error, MCPError):
+            return error
+        for inner in getattr(error, "exceptions", ()):
+            if (found := find(inner)) is not None:
+                return found
+        return None
+
+    try:
+        async with connect as client:
+            await client.list_tools()
+    except Exception as error:  # the SDK's task groups wrap it
+        found = find(error)
+        assert found is not None, repr(error)
+        return found.error.message
+    raise AssertionError("the client was let in")
+
+
+def _check_structured(tools: dict, name: str, result) -> dict:
+    """The result's structured content, valid against the tool's own output schema."""
+    import jsonschema
+
+    assert not result.is_error, result.content[0].text
+    jsonschema.validate(result.structured_content, tools[name].output_schema)
+    text = json.loads(result.content[0].text)  # the same JSON, for clients that read text
+    assert text == result.structured_content
+    return result.structured_content
+
+
+async def _session_calls(client) -> dict:
+    from mcp_types import ResourceLink
+
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    out: dict = {"tools": tools, "protocol": client.protocol_version}
+    out["match_result"] = match = await client.call_tool("match_traceback", {"text": OOM})
+    out["match"] = _check_structured(tools, "match_traceback", match)
+    unknown = await client.call_tool("match_traceback", {"text": UNKNOWN})
+    out["unknown"] = _check_structured(tools, "match_traceback", unknown)
+    out["unknown_links"] = [c.uri for c in unknown.content if isinstance(c, ResourceLink)]
+    out["links"] = [c for c in match.content if isinstance(c, ResourceLink)]
+    out["resources"] = [await client.read_resource(link.uri) for link in out["links"]]
+    first = out["match"]["matches"][0]["id"]
+    out["entry_result"] = entry = await client.call_tool("get_pitfall", {"id": first})
+    out["entry"] = _check_structured(tools, "get_pitfall", entry)
+    search = await client.call_tool("search_pitfalls", {"query": "batches tracked", "limit": 5})
+    out["search"] = _check_structured(tools, "search_pitfalls", search)
+    out["missing"] = await client.call_tool("get_pitfall", {"id": "no-such-entry"})
+    report = await client.call_tool(
+        "report_outcome",
+        {
+            "fingerprint": out["match"]["fingerprint"],
+            "id": first,
+            "worked": True,
+            "answer_token": out["match"]["answer_token"],
+            "note": "smaller batch",
+        },
+    )
+    out["outcome"] = _check_structured(tools, "report_outcome", report)
+    return out
+
+
+def _assert_concise_and_linked(out: dict, api_answer: dict, link_base: str) -> None:
+    from mcp_types.version import LATEST_PROTOCOL_VERSION
+
+    assert out["protocol"] == LATEST_PROTOCOL_VERSION  # the SDK's newest revision
+    assert set(out["tools"]) == {
+        "match_traceback", "search_pitfalls", "get_pitfall", "report_outcome",
+    }  # fmt: skip
+    for name, tool in out["tools"].items():
+        assert tool.output_schema and tool.output_schema.get("properties"), name
+        assert tool.annotations.read_only_hint is (name != "report_outcome")
+    schema = out["tools"]["match_traceback"].output_schema
+    assert {"known", "fingerprint", "answer_token", "matches"} <= set(schema["properties"])
+
+    # Per match: what the API's answer says of it, less the rest.
+    answer, api_matches = out["match"], api_answer["matches"]
+    assert answer["known"] and [m["id"] for m in answer["matches"]] == [
+        m["id"] for m in api_matches
+    ]
+    for mine, api in zip(answer["matches"], api_matches, strict=True):
+        assert (mine["title"], mine["captures"], mine["tier"]) == (
+            api["title"], api["captures"], api["tier"],
+        )  # fmt: skip
+        assert mine["fix"] == api["fix_markdown"] and "```python" in mine["fix"]
+        assert mine["url"] == link_base + api["url"]
+        assert mine["resource"] == f"pitfall://{mine['id']}"
+    assert answer["matches"][0]["captures"]["requested"] == "20.00 MiB"
+    assert not {"parsed", "snippets", "fix_html", "why"} & set(json.dumps(answer).split('"'))
+
+    # Concise: a fraction of the whole entry and of the API's whole answer, measured here.
+    concise, entry = _size(out["match_result"]), _size(out["entry_result"])
+    assert concise * 3 < entry, (concise, entry)
+    assert concise * 2 < _size(api_answer), (concise, _size(api_answer))
+
+    # The resource links name the matches and resolve to the whole entry's Markdown.
+    assert [link.uri for link in out["links"]] == [m["resource"] for m in answer["matches"]]
+    markdown = out["resources"][0].contents[0].text
+    assert markdown == out["entry"]["markdown"] and answer["matches"][0]["fix"] in markdown
+    assert "html" not in out["entry"] and out["entry"]["url"] == answer["matches"][0]["url"]
+
+    unknown = out["unknown"]
+    assert not unknown["known"] and not unknown["matches"]
+    assert out["unknown_links"] == [r["resource"] for r in unknown["related"]]
+    assert out["search"]["hits"] and out["search"]["hits"][0]["resource"].startswith("pitfall://")
+    assert out["missing"].is_error and "no entry" in out["missing"].content[0].text
+    assert out["outcome"]["for_this_error"]["reports"] >= 1
+
+
+@pytest.mark.e2e
+def test_pitfalls_mcp_over_stdio_is_typed_concise_and_links_the_whole_entry(sites):
+    from mcp import Client
+
+    public, _ = sites
+    status, api_answer, _ = _post(public.base + "/api/v1/match", {"text": OOM})
+    assert status == 200
 
     async def run():
-        async with client(writer) as session:
-            written = await _session_calls(session)
-        async with client(reader) as session:
-            answer = (await session.call_tool("match_traceback", {"text": OOM})).structured_content
-            report = {
-                "fingerprint": answer["fingerprint"],
-                "id": answer["matches"][0]["id"],
-                "worked": False,
-            }
-            refused = await session.call_tool(
-                "report_outcome", {**report, "answer_token": "made-up"}
-            )
-            # A read token may report, as anyone may through the API, with the answer's token.
-            taken = await session.call_tool(
-                "report_outcome", {**report, "answer_token": answer["answer_token"]}
-            )
-        return written, refused, taken
+        async with Client(_stdio(public.folder, public_url=PUBLIC_URL)) as client:
+            return await _session_calls(client)
 
-    _, before = _post(base + "/api/v1/match", {"text": OOM})
-    written, refused, taken = anyio.run(run)
-    # The same answer, apart from the reports the first test and this one made meanwhile.
-    for answer in (before, written["match"].structured_content):
-        answer.pop("answer_token")
-        for match in answer["matches"]:
-            match.pop("outcomes"), match.pop("outcomes_all")
-    assert written["match"].structured_content == before
-    assert not written["outcome"].is_error
-    assert refused.is_error and "answer_token is not one this server issued" in (
-        refused.content[0].text
+    out = anyio.run(run)
+    _assert_concise_and_linked(out, api_answer, PUBLIC_URL)  # links on the site's address
+    with urllib.request.urlopen(public.base + "/api/v1/search?q=batches+tracked&limit=5") as r:
+        api_search = json.loads(r.read())
+    assert [h["id"] for h in out["search"]["hits"]] == [h["id"] for h in api_search["hits"]]
+
+
+@pytest.mark.e2e
+def test_pitfalls_mcp_server_reads_a_public_site_and_says_why_a_private_one_refuses(sites):
+    from mcp import Client
+
+    public, private = sites
+    _, sentence = private.api_refusal()
+
+    async def run():
+        async with Client(_stdio(public.folder, "--server", public.base)) as client:
+            found = await client.call_tool("match_traceback", {"text": OOM})
+        async with Client(_stdio(public.folder, "--server", private.base)) as client:
+            refused = await client.call_tool("match_traceback", {"text": OOM})
+        return found, refused
+
+    found, refused = anyio.run(run)
+    assert not found.is_error and found.structured_content["known"]
+    first = found.structured_content["matches"][0]
+    assert first["url"] == f"{public.base}/entries/{first['id']}"
+    assert refused.is_error
+    assert refused.content[0].text.endswith(f"the server answered 401: {sentence}")
+
+
+@pytest.mark.e2e
+def test_mcp_over_http_on_a_public_site_answers_anyone_as_the_api_does(sites):
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+    public, _ = sites
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    assert _post(public.base + "/mcp", listing, accept)[0] == 200
+    bad = {"Authorization": "Bearer wrong"}
+    api_status, api_sentence = public.api_refusal(bad)
+    status, body, headers = _post(public.base + "/mcp", listing, {**accept, **bad})
+    assert (status, body["error"]["message"]) == (api_status, api_sentence) == (
+        401, "The token is unknown, expired or revoked.",
+    )  # fmt: skip
+    assert "Bearer" in headers["www-authenticate"]
+    _, api_answer, _ = _post(public.base + "/api/v1/match", {"text": OOM})
+
+    async def run():
+        from mcp import Client
+
+        async with _http(public.base) as client:  # no token at all
+            out = await _session_calls(client)
+        # A client of the handshake revisions (2025-11-25) gets the same typed answer.
+        async with Client(public.base + "/mcp", mode="legacy") as client:
+            legacy = (
+                client.protocol_version,
+                await client.call_tool("match_traceback", {"text": OOM}),
+            )
+        return out, legacy, await _refused(_http(public.base, "wrong"))
+
+    out, (version, legacy), refused = anyio.run(run)
+    _assert_concise_and_linked(out, api_answer, public.base)  # the request's own address
+    assert refused == api_sentence  # what the official client shows
+    assert version == LATEST_HANDSHAKE_VERSION
+    assert [m["id"] for m in legacy.structured_content["matches"]] == [
+        m["id"] for m in out["match"]["matches"]
+    ]
+    assert [c.type for c in legacy.content] == [c.type for c in out["match_result"].content]
+
+
+@pytest.mark.e2e
+def test_mcp_over_http_on_a_private_site_refuses_as_the_api_does(sites):
+    from sqlmodel import Session
+
+    from app.accounts import CLI, add_user, create_token, disable_user, user_principal
+    from app.settings import Settings
+    from app.storage import create_db_engine
+
+    _, private = sites
+    reader = write_token(private.folder, {"PITFALLS_PUBLIC_READ": "false"}, scope="read")
+    data = private.folder / "data"
+    settings = Settings(_env_file=None, data_dir=data, database_url=f"sqlite:///{data}/pitfalls.db")
+    engine = create_db_engine(settings)
+    with Session(engine) as session:
+        bob = add_user(session, name="bob", role="editor", password="a long password", actor=CLI)
+        session.commit()
+        _, disabled = create_token(
+            session, name="bob-bot", scope="write", expires_in=None, owner=user_principal(bob)
+        )
+        session.commit()
+        disable_user(session, name="bob", actor=CLI)
+        session.commit()
+    engine.dispose()
+
+    anonymous_api = private.api_refusal()
+    disabled_api = private.api_refusal({"Authorization": f"Bearer {disabled}"})
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    raw_anonymous = _post(private.base + "/mcp", listing, accept)
+    raw_disabled = _post(
+        private.base + "/mcp", listing, {**accept, "Authorization": f"Bearer {disabled}"}
     )
-    assert not taken.is_error, taken.content[0].text
+
+    async def run():
+        anonymous = await _refused(_http(private.base))
+        refused = await _refused(_http(private.base, disabled))
+        async with _http(private.base, reader) as client:
+            answer = (await client.call_tool("match_traceback", {"text": OOM})).structured_content
+            # A read token may report, as it may through the API, with the answer's token.
+            taken = await client.call_tool(
+                "report_outcome",
+                {
+                    "fingerprint": answer["fingerprint"],
+                    "id": answer["matches"][0]["id"],
+                    "worked": False,
+                    "answer_token": answer["answer_token"],
+                },
+            )
+            forged = await client.call_tool(
+                "report_outcome",
+                {
+                    "fingerprint": answer["fingerprint"],
+                    "id": answer["matches"][0]["id"],
+                    "worked": False,
+                    "answer_token": "made-up",
+                },
+            )
+        return anonymous, refused, answer, taken, forged
+
+    anonymous, refused, answer, taken, forged = anyio.run(run)
+    assert anonymous_api[0] == 401 and anonymous == anonymous_api[1]
+    assert "Authorization: Bearer" in anonymous
+    assert disabled_api[0] == 403 and refused == disabled_api[1]
+    assert "'bob' that owns this token is disabled" in refused
+    assert raw_anonymous[0] == 401 and raw_anonymous[2]["www-authenticate"] == "Bearer"
+    assert raw_disabled[0] == 403 and raw_disabled[1]["error"]["data"] == {"status": 403}
+    assert answer["known"] and not taken.is_error, taken.content[0].text
+    assert forged.is_error and "answer_token is not one this server issued" in (
+        forged.content[0].text
+    )
 
 
 # ---- in process: /mcp of an app, called as JSON-RPC ------------------------------------------

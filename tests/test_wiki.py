@@ -33,7 +33,7 @@ NOT_WRITES = {
     ("POST", "/logout"): "ends the caller's own session",
     ("POST", "/outcomes"): "anyone who may read says whether a fix worked (test_outcomes.py)",
     ("POST", "/api/v1/outcomes"): "the same report as JSON; anonymous ones are throttled",
-    ("POST", "/mcp"): "MCP: a token always (401 without); its write tool needs a write token",
+    ("POST", "/mcp"): "MCP: the API's rights, by its check; a report needs the answer's token",
     ("DELETE", "/mcp"): "MCP: ends a session, and /mcp keeps none (stateless)",
 }
 

@@ -18,8 +18,12 @@ def mcp(server: str | None, token: str | None) -> None:
     from app.answer_sources import RemotePitfalls, local_pitfalls
     from app.mcp_server import build_server
 
-    pitfalls = RemotePitfalls(server, token) if server else local_pitfalls(_settings())
-    build_server(pitfalls).run("stdio")
+    if server:  # links lead to the server asked
+        remote = RemotePitfalls(server, token)
+        build_server(remote, link_base=lambda: remote.base).run("stdio")
+        return
+    settings = _settings()
+    build_server(local_pitfalls(settings), link_base=lambda: settings.public_url).run("stdio")
 
 
 @cli.command()

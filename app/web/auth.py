@@ -48,6 +48,13 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 
 
+# What the API answers (401) a caller who sent no token where reading needs one.
+TOKEN_REQUIRED = (
+    "Authentication required: send 'Authorization: Bearer <token>' "
+    "(create one with `pitfalls token create`)."
+)
+
+
 class LoginRequired(PitfallsError):
     """The caller is anonymous and must log in (pages) or present a token (API). A page's GET
     is sent to the login form instead (`app.web.errors`)."""

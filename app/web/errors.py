@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect
 
 from app.errors import PitfallsError
 from app.storage import database_problem
-from app.web.auth import LoginRequired, login_url
+from app.web.auth import TOKEN_REQUIRED, LoginRequired, login_url
 from app.web.middleware.headers import add_security_headers
 from app.web.middleware.twins import route_path
 from app.web.runtime import runtime_of
@@ -81,11 +81,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, LoginRequired):
             if wants_json:
                 return error_response(
-                    request,
-                    401,
-                    "Authentication required: send 'Authorization: Bearer <token>' "
-                    "(create one with `pitfalls token create`).",
-                    headers={"WWW-Authenticate": "Bearer"},
+                    request, 401, TOKEN_REQUIRED, headers={"WWW-Authenticate": "Bearer"}
                 )
             if request.method in ("GET", "HEAD"):
                 return RedirectResponse(login_url(request), status_code=303)

@@ -1,36 +1,43 @@
 """The MCP server over streamable HTTP at /mcp, with the same rights as the JSON API.
 
 Stateless (no MCP session is kept between requests), so any replica answers any request; JSON
-responses. The session manager runs in the app's lifespan. A bad token is a 401, a disabled
-account's token a 403, before the MCP layer sees either; without a token, a public site
-(PITFALLS_PUBLIC_READ) lets anyone in, as the API does, and a private one answers 401. Whoever
-may read may report an outcome on an answer they got (with its token), as with
-`POST /api/v1/outcomes`. DNS-rebinding protection accepts the loopback names and
-PITFALLS_PUBLIC_URL's host.
+responses. The session manager runs in the app's lifespan. Who may come in is decided by the
+API's own check (`app.web.auth.read_access`) before the MCP layer sees the request: a bad token
+is a 401, a disabled account's token a 403; without a token, a public site
+(PITFALLS_PUBLIC_READ) lets anyone in and a private one answers 401. Only a token counts, never
+a browser's session cookie (a cookie is sent by itself; a token on purpose). Whoever may read
+may report an outcome on an answer they got (with its token), as with `POST /api/v1/outcomes`.
+
+A refusal is a JSON-RPC error in a JSON body at the API's status, with the API's sentence as
+its message: the official client shows a JSON-RPC error's message, and nothing of any other
+body. DNS-rebinding protection accepts the loopback names and PITFALLS_PUBLIC_URL's host.
 """
 
 import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from anyio import to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from sqlmodel import Session
+from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.accounts import ANONYMOUS, SCOPE_ROLE, AccountDisabled, token_principal
+from app.accounts import SCOPE_ROLE
 from app.answer_sources import LocalPitfalls
-from app.mcp_server import build_server, current_principal, current_voter
+from app.mcp_server import build_server, current_link_base, current_principal, current_voter
 from app.settings import Settings
+from app.storage import database_problem
+from app.web.auth import TOKEN_REQUIRED, LoginRequired, get_principal, read_access
+from app.web.http import public_base
+from app.web.match import voter_of
 from app.web.runtime import runtime_of
 
 MCP_PATH = "/mcp"
-SEND_A_TOKEN = (
-    "Send an API token: Authorization: Bearer <token> (create one with `pitfalls token create`)."
-)
+# JSON-RPC's band of implementation-defined server errors (-32000..-32019); the SDK's own
+# codes are -32000 and -32001.
+ACCESS_REFUSED = -32010
 
 
 def scope_checker(settings):
@@ -47,64 +54,55 @@ def scope_checker(settings):
     return check_scope
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": {"status": status, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json")]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def _refuse(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    error = {"code": ACCESS_REFUSED, "message": message, "data": {"status": status}}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    raw = [(b"content-type", b"application/json")]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
 
 class McpAccess:
-    """Lets a request through as the API would: with a valid token, or anonymous on a public
-    site; names its principal and the voter its reports count for."""
+    """Lets a request through as the API would (`read_access`), names its principal, the voter
+    its reports count for, and the site's address for the answers' links."""
 
-    def __init__(self, app: ASGIApp, state: "_LiveRuntime") -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = dict(scope.get("headers") or [])
-        auth = headers.get(b"authorization", b"").decode("latin-1").strip()
-        kind, _, secret = auth.partition(" ")
-        principal = None
-        if kind.lower() == "bearer":
-            if not secret.strip():
-                await _refuse(send, 401, SEND_A_TOKEN)
-                return
-
-            def lookup():
-                with Session(self.state.engine) as session:
-                    found = token_principal(session, secret.strip())
-                    session.commit()  # the token's last use
-                    return found
-
-            try:
-                principal = await to_thread.run_sync(lookup)
-            except AccountDisabled as exc:
-                await _refuse(send, 403, str(exc))
-                return
-            if principal is None:
-                await _refuse(send, 401, "The token is unknown, expired or revoked.")
-                return
-        elif self.state.settings.public_read:
-            principal = ANONYMOUS
-        else:
-            await _refuse(send, 401, SEND_A_TOKEN)
+        # The API's look-up on a view of the request without its session (tokens only) and
+        # with a state of its own (the principal is kept there for this request alone).
+        view = {k: v for k, v in scope.items() if k != "session"} | {"state": {}}
+        request = Request(view)
+        try:
+            await read_access(request)
+            principal = get_principal(request)  # looked up by read_access, kept on its state
+        except LoginRequired:
+            await _refuse(send, 401, TOKEN_REQUIRED, {"WWW-Authenticate": "Bearer"})
             return
-        client = scope.get("client")
-        voter = (
-            principal.label
-            if principal.authenticated
-            else f"addr:{client[0] if client else 'unknown'}"
+        except HTTPException as exc:  # a bad token (401), a disabled account's (403)
+            await _refuse(send, exc.status_code, str(exc.detail), dict(exc.headers or {}))
+            return
+        except Exception as exc:
+            problem = database_problem(exc)
+            if problem is None:
+                raise
+            await _refuse(send, 503, problem, {"Retry-After": "30"})
+            return
+        tokens = (
+            current_principal.set(principal),
+            current_voter.set(voter_of(request)),
+            current_link_base.set(public_base(request)),
         )
-        tokens = current_principal.set(principal), current_voter.set(voter)
         try:
             await self.app(scope, receive, send)
         finally:
             current_principal.reset(tokens[0])
             current_voter.reset(tokens[1])
+            current_link_base.reset(tokens[2])
 
 
 def mcp_route(app: FastAPI, settings: Settings) -> tuple[Route, Any]:
@@ -125,8 +123,7 @@ def mcp_route(app: FastAPI, settings: Settings) -> tuple[Route, Any]:
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         ),
     )
-    guarded = McpAccess(inner, _LiveRuntime(app))
-    return Route(MCP_PATH, endpoint=guarded, methods=["GET", "POST", "DELETE"]), server
+    return Route(MCP_PATH, endpoint=McpAccess(inner), methods=["GET", "POST", "DELETE"]), server
 
 
 class _LiveRuntime:
