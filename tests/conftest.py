@@ -330,7 +330,10 @@ class Served:
             if self.process.poll() is not None:
                 pytest.fail(f"pitfalls serve exited early:\n{self.log_path.read_text()}")
             try:
-                if get(self.base + "/api/v1/health")[0] == 200:
+                # Ours only once our uvicorn says it holds the port: the port was free when it
+                # was picked, and another process may have taken it since (its health answers
+                # then, and ours fails to bind and exits: seen above on the next turn).
+                if get(self.base + "/api/v1/health")[0] == 200 and self._bound():
                     return
             except OSError:
                 pass
@@ -339,6 +342,12 @@ class Served:
         pytest.fail(
             f"pitfalls serve did not answer within {timeout} s:\n{self.log_path.read_text()}"
         )
+
+    def _bound(self) -> bool:
+        if self.env.get("PITFALLS_LOG_LEVEL", "info").lower() not in ("debug", "info"):
+            return self.process is not None and self.process.poll() is None  # no line to read
+        log = self.log_path.read_text(errors="replace")
+        return f"Uvicorn running on http://127.0.0.1:{self.port}" in log
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
