@@ -190,11 +190,18 @@ class MatcherCache:
         """The feed's mark the current matcher was built at."""
         return self._mark
 
-    def current(self) -> PasteMatcher:
+    def current(self, at_least: storage.FeedMark | None = None) -> PasteMatcher:
+        """The matcher; `at_least`: a feed mark the caller has already seen (the one an answer
+        will be kept under), so the feed is read now rather than after the interval when this
+        matcher is older than that."""
         # The mark may have been read by another thread (the feed follower) that is building
         # the new matcher right now: compare with the newest mark read by anyone, and wait on
         # the lock for that build instead of answering with the old matcher meanwhile.
-        self._watcher.poll(force=self._matcher is None)
+        behind = at_least is not None and (
+            self._mark is None
+            or (self._mark.seq, self._mark.count) < (at_least.seq, at_least.count)
+        )
+        self._watcher.poll(force=self._matcher is None or behind)
         if self._matcher is not None and self._watcher.last == self._mark:
             return self._matcher
         with self._lock:

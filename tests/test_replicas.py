@@ -1,4 +1,5 @@
-"""Two `pitfalls serve` replicas on one real PostgreSQL server, each with a data dir of its own.
+"""Two `pitfalls serve` replicas on one real PostgreSQL server, each with a data dir of its own,
+and two `pitfalls serve` processes on one SQLite data dir (what `--workers 2` runs).
 
 Started at the same moment on an empty database (the migrations and the first ingest race), a
 write on one is searchable and matchable on the other within a second, concurrent edits with one
@@ -20,7 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import entry_text, get, pitfalls_command, running_servers, write_token
+from tests.conftest import (
+    entry_text,
+    get,
+    pitfalls_command,
+    running_server,
+    running_servers,
+    write_token,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -65,11 +73,14 @@ def _found(base: str, word: str, entry_id: str) -> bool:
     return status == 200 and any(h["id"] == entry_id for h in json.loads(body)["hits"])
 
 
-def _matched(base: str, word: str, entry_id: str) -> bool:
+def _matched(base: str, word: str, entry_id: str, tier: str | None = None) -> bool:
     status, body, _ = _call(
         "POST", f"{base}/api/v1/match", {"text": f"RuntimeError: {word} exploded at step 3"}
     )
-    return status == 200 and [m["id"] for m in json.loads(body)["matches"]][:1] == [entry_id]
+    if status != 200:
+        return False
+    first = json.loads(body)["matches"][:1]
+    return [m["id"] for m in first] == [entry_id] and (tier is None or first[0]["tier"] == tier)
 
 
 class Browser:
@@ -240,3 +251,50 @@ def test_a_replica_killed_during_a_write_burst_loses_nothing(replicas):
     _, prefix, n = last.split("-")
     assert _wait_until(lambda: _found(a.base, f"burstword{prefix}{n}", last), 5) is not None
     assert json.loads(get(a.base + "/api/v1/health")[1])["index"]["behind"] == 0
+
+
+def test_two_servers_on_one_sqlite_data_dir_match_each_others_new_and_edited_signatures(
+    tmp_path,
+):
+    """A signature created, then edited, through one process is matched by the other by its
+    signature, the edited wording too and the old one no longer. Before the fix the other
+    process kept an answer made by its matcher, still one change behind, under the new content
+    mark: the first new signature was never matched there (waited 20 s)."""
+    with running_server(tmp_path / "site") as (a, folder):  # noqa: SIM117  # B needs its folder
+        with running_server(folder, fresh=False) as (b, _):
+            token = {"Authorization": f"Bearer {write_token(folder, {})}"}
+            delays = []
+            for n, word in enumerate(("quokkafirst", "quokkasecond")):
+                entry_id = f"shared-dir-{n}"
+                status, body, _ = _call(
+                    "POST",
+                    f"{a}/api/v1/entries",
+                    {"markdown": _entry(entry_id, word), "message": "new"},
+                    token,
+                )
+                assert status == 201, body
+                # The paste is asked on B at once, as a user who just saved would: its answer
+                # made before B followed the write must not be the one B keeps.
+                _matched(b, word, entry_id)
+                seen = _wait_until(lambda w=word, e=entry_id: _matched(b, w, e, "signature"), 20)
+                assert seen is not None, f"B never matched new signature {n} (before: {delays})"
+                delays.append(round(seen, 3))
+
+            status, _, headers = _call("GET", f"{a}/api/v1/entries/shared-dir-0", headers=token)
+            edited = _entry("shared-dir-0", "quokkaedited")
+            status, body, _ = _call(
+                "PUT",
+                f"{a}/api/v1/entries/shared-dir-0",
+                {"markdown": edited, "message": "reworded"},
+                {**token, "If-Match": headers["etag"]},
+            )
+            assert status == 200, body
+            _matched(b, "quokkaedited", "shared-dir-0")
+            seen = _wait_until(
+                lambda: (
+                    _matched(b, "quokkaedited", "shared-dir-0", "signature")
+                    and not _matched(b, "quokkafirst", "shared-dir-0", "signature")
+                ),
+                20,
+            )
+            assert seen is not None, f"B never matched the edited signature (before: {delays})"

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
+from app import storage
 from app.answers import Answer, answer_paste
 from app.entry_details import entry_url
 from app.inbox import record_unknown
@@ -70,17 +71,22 @@ async def _answer(request: Request, text: str, record: bool = True) -> KeptAnswe
     the paste). The same paste under the same content mark is answered from memory (an
     unmatched one only while the inbox is off, so that every sighting is still counted)."""
     state = runtime_of(request)
-    key = AnswerCache.key(text, await current_mark(state))
+    mark = await current_mark(state)
+    key = AnswerCache.key(text, mark)
     kept = state.answers.get(key)
     if kept is not None:
         return kept
-    kept = KeptAnswer(await _work_out(request, text, record))
-    if kept.answer.known or not state.settings.inbox:
+    kept = KeptAnswer(await _work_out(request, text, record, mark.feed))
+    # Kept under the mark only when the matcher that answered stood at it: a matcher still
+    # following another process's write must not leave its older answer under the new mark.
+    if (kept.answer.known or not state.settings.inbox) and state.matchers.mark == mark.feed:
         state.answers.put(key, kept)
     return kept
 
 
-async def _work_out(request: Request, text: str, record: bool) -> Answer:
+async def _work_out(
+    request: Request, text: str, record: bool, seen: storage.FeedMark | None = None
+) -> Answer:
     state = runtime_of(request)
     client = voter_of(request) if record and state.settings.inbox else ""
 
@@ -89,7 +95,7 @@ async def _work_out(request: Request, text: str, record: bool) -> Answer:
         answer = answer_paste(
             text,
             engine=state.engine,
-            matcher=state.matchers.current(),
+            matcher=state.matchers.current(at_least=seen),
             parsed=parsed,
             signer=state.report_rules.signer,
         )
