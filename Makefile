@@ -11,9 +11,10 @@ lint:
 test:
 	pytest
 
-# The quick lane: every module on SQLite, in process (no servers, PostgreSQL or browsers).
+# The quick lane: every module on SQLite, in process (no servers, PostgreSQL or browsers),
+# spread over every core by pytest-xdist.
 quick:
-	pytest -m "not slow"
+	pytest -m "not slow" -n auto
 
 bench:
 	python bench/search.py
