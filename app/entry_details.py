@@ -46,6 +46,11 @@ class VerificationOut(BaseModel):
     platform: str | None
     verified_at: UtcTimestamp | None
     skipped_reasons: list[str]
+    skipped_need_gpu: bool = Field(
+        default=False,
+        description="Every skipped snippet declares a GPU (requires cuda or mps): it is not "
+        "unverified for lack of trying, it needs a machine with one.",
+    )
 
 
 class RelatedOut(BaseModel):
@@ -126,6 +131,9 @@ def entry_url(entry_id: str) -> str:
     return f"/entries/{entry_id}"
 
 
+_GPU_REASON = re.compile(r"requires (?:cuda|mps)\b")
+
+
 def verification_summary(
     session: Session, *, entry_id: str, snippets: Sequence[Snippet]
 ) -> VerificationOut:
@@ -157,6 +165,7 @@ def verification_summary(
         platform=newest.platform if newest else None,
         verified_at=newest.verified_at if newest else None,
         skipped_reasons=sorted(set(declared)),
+        skipped_need_gpu=bool(declared) and all(_GPU_REASON.match(r) for r in declared),
     )
 
 

@@ -328,7 +328,8 @@ def _edit_flow(page) -> None:
     page.click("form.paste button[type=submit]")
     answer = page.locator("#answer-h")
     answer.wait_for()
-    assert answer.inner_text().startswith("Known pitfall: ValueError: shard index")
+    assert answer.inner_text() == "Known pitfall"
+    assert page.locator(".answer h3 a").first.inner_text().startswith("ValueError: shard index")
     assert page.locator("#start-entry").count() == 0
     page.screenshot(path=str(ARTIFACTS / "wiki-5-paste-again.png"))
 
@@ -672,3 +673,50 @@ def test_the_diff_page_shows_both_sides(open_site):
     added = page.locator("table.sbs tr.added td.new")
     assert "A line the second revision adds." in added.all_inner_texts()
     assert page.locator("pre.diff").is_visible()  # the raw unified diff is there too
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize(("device", "viewport"), [("phone", PHONE_SIZE), ("laptop", LAPTOP_SIZE)])
+def test_the_screenshots_defects_stay_fixed(open_site, device, viewport, scheme):
+    """What the screenshots once showed: a code block's background painted as a ragged band per
+    line in dark mode, a date in the entry list wrapped in two, a title's closing parenthesis
+    alone on the last line on a phone, /docs without the site's header, and a no-match answer
+    saying its error was "explained above"."""
+    options = {"viewport": viewport, "color_scheme": scheme}
+    page = open_site("/entries/cuda-out-of-memory", None, **options)
+    page.screenshot(path=str(ARTIFACTS / f"defects-entry-{device}-{scheme}.png"))
+    assert page.evaluate(
+        "getComputedStyle(document.querySelector('pre code')).backgroundColor"
+    ) in ("transparent", "rgba(0, 0, 0, 0)"), "the code's own background paints per line"
+    # The title's last two characters sit on one line.
+    tops = page.evaluate(
+        """() => {
+        const h1 = document.querySelector("h1");
+        const walker = document.createTreeWalker(h1, NodeFilter.SHOW_TEXT);
+        let last = null;
+        while (walker.nextNode()) if (walker.currentNode.textContent.trim()) last = walker.currentNode;
+        const text = last.textContent.trimEnd();
+        const top = (i) => { const r = document.createRange(); r.setStart(last, i); r.setEnd(last, i + 1);
+                             return Math.round(r.getClientRects()[0].top); };
+        return [top(text.length - 2), top(text.length - 1)];
+    }"""
+    )
+    assert tops[0] == tops[1], f"the title's last character is alone on a line at {viewport}"
+    assert page.locator("header.entry-head .verified").count() == 0  # "not yet" waits below
+    assert "need a GPU" in page.locator("section.snippets").inner_text()
+
+    page = open_site("/entries", None, **options)
+    lines = page.evaluate(
+        "[...document.querySelectorAll('td.date time')].map((t) => t.getClientRects().length)"
+    )
+    assert lines and set(lines) == {1}, "a date in the list wraps"
+
+    page = open_site("/docs", None, **options)
+    assert page.locator("header.site a.brand").get_attribute("href") == "/"
+
+    page = open_site("/match", None, **options)
+    page.fill("#text", UNKNOWN_PASTE)
+    page.click("form.paste button[type=submit]")
+    page.locator(".answer").wait_for()
+    page.screenshot(path=str(ARTIFACTS / f"defects-no-match-{device}-{scheme}.png"))
+    assert "explained above" not in page.locator("section.read").inner_text()

@@ -125,6 +125,28 @@ def test_entry_page_shows_the_shipped_verification_on_first_start(real_client):
     assert data["verification"]["torch_version"].startswith("2.13.0")
 
 
+def test_entries_whose_snippets_need_a_gpu_say_so_and_not_yet_stays_off_the_first_screen(
+    real_client,
+):
+    """cuda-out-of-memory's snippets all declare `requires=cuda` and none has run: its first
+    screen carries no "not verified" badge, the snippets section says they need a GPU. An entry
+    with a CPU part verified and a GPU part skipped says which is which."""
+    page = real_client.get("/entries/cuda-out-of-memory").text
+    head, rest = page.split('<div class="entry-layout">', 1)
+    assert 'class="verified' not in head
+    assert "Not run yet: these snippets need a GPU (requires cuda)" in rest
+    data = real_client.get("/api/v1/entries/cuda-out-of-memory").json()["verification"]
+    assert (data["status"], data["skipped_need_gpu"]) == ("unverified", True)
+
+    page = real_client.get("/entries/pin-memory-cuda-tensor").text
+    head = page.split('<div class="entry-layout">', 1)[0]
+    assert re.search(r"Verified on CPU parts: torch 2\.13\.0\S*, Python 3\.11\.\d+, ", head)
+    assert "1 passed; GPU parts need a GPU (1 snippet: requires cuda)" in head
+    # A snippet skipped for another reason is not called a GPU part.
+    data = real_client.get("/api/v1/entries/view-non-contiguous").json()["verification"]
+    assert data["skipped_need_gpu"] is False
+
+
 PAGE_TYPES = [  # page, its JSON twin, the list of entries the page must show
     ("/", "/api/v1/overview", "recent"),
     ("/search?q=contiguous", "/api/v1/search?q=contiguous", "hits"),

@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import os
+import re
 import sys
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from starlette.middleware.sessions import SessionMiddleware
 from swagger_ui.utils import SWAGGER_UI_PY_ROOT
 
@@ -43,6 +45,20 @@ from app.web.runtime import Runtime
 def _atom_date(moment: datetime | None) -> str:
     # Stored times are UTC (SQLite hands them back without a zone).
     return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_LONG_WORD = re.compile(r"\S{16,}")
+
+
+def _breakable(text: str) -> Markup:
+    """Escaped, with a line-break opportunity after each dot or underscore of a long word
+    (`torch.OutOfMemoryError)`): a narrow screen breaks a title there, not before its last
+    character."""
+    return Markup(
+        _LONG_WORD.sub(
+            lambda word: re.sub(r"([._])(?=\w)", r"\1<wbr>", word.group()), str(escape(text))
+        )
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -138,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     templates.env.globals.update(principal=page_principal, csrf_token=csrf_token)
     templates.env.filters["atom_date"] = _atom_date
+    templates.env.filters["breakable"] = _breakable
     app.mount(
         "/static/swagger-ui",
         StaticFiles(directory=str(SWAGGER_UI_PY_ROOT / "static")),
