@@ -3,7 +3,7 @@ same size, through the same functions the server calls.
 
     python bench/hostile.py [--repeat 3]
 
-For each crafted paste it prints the time of `answer_paste` (parse, match, related search) and
+For each crafted paste it prints the time of `answer_paste` (parse, match, related entries) and
 of an ordinary traceback of the same size; for each crafted query the time of a search and of
 an ordinary query. The ratio column is what holds across machines: near 1 means the crafted
 input costs what its size costs.
@@ -56,7 +56,7 @@ def main() -> None:
         matcher = MatcherCache(engine).current()
 
         def answer(text: str):
-            return lambda: answer_paste(text, engine=engine, matcher=matcher, search=search)
+            return lambda: answer_paste(text, engine=engine, matcher=matcher)
 
         print(f"{'paste':32} {'bytes':>9} {'crafted ms':>11} {'ordinary ms':>12} {'ratio':>6}")
         for name, text in PASTES.items():
