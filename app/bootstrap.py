@@ -7,6 +7,7 @@ needs no set-up command of its own.
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Engine
@@ -16,6 +17,7 @@ from sqlmodel import Session
 
 from app import storage
 from app.settings import Settings
+from app.snapshots import find_snapshot, install_snapshot, is_fresh, keep_snapshot, snapshot_key
 
 if TYPE_CHECKING:
     from app.ingest import IngestReport
@@ -35,7 +37,7 @@ class StartStep:
     """One step of getting a data dir ready, as it happens, for a face to show. Only steps
     that do work are told: a data dir that is already ready hears nothing."""
 
-    name: Literal["database", "ingest", "verification", "index"]
+    name: Literal["snapshot", "database", "ingest", "verification", "index"]
     detail: str  # what is happening, or what happened, in words
     done: int = 0  # ingest: the files looked at so far, of `total`
     total: int = 0
@@ -62,13 +64,17 @@ def prepare_data(
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
     on_step: Callable[[StartStep], None] | None = None,
+    snapshots: Path | None = None,
 ) -> PrepareReport:
     """Upgrade the schema, sync content/ as asked, and bring the index up to the database.
 
     The writes happen under the set-up lock: N processes started together on one database
     migrate and ingest one at a time, and the ones after the first find nothing left to do.
     The index is each process's own and is brought up to date outside the lock.
-    `on_progress` hears each file ingest reads; `on_step` each step that does work."""
+    `on_progress` hears each file ingest reads; `on_step` each step that does work.
+
+    With a `snapshots` folder, a fresh SQLite data dir starts from the snapshot a first start
+    of the same entries and code kept there, or keeps one for the next (see app.snapshots)."""
     # Imported here: a command that only reads (`pitfalls match`) never needs them.
     from app.checker import collect_entry_files
     from app.ingest import ingest_content
@@ -80,7 +86,15 @@ def prepare_data(
             on_step(step)
 
     report = None
+    keep_as: str | None = None  # this first start may keep a snapshot under this key
     with storage.setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+        if snapshots is not None and settings.content_dir is not None and is_fresh(settings):
+            keep_as = snapshot_key(settings)
+            found = find_snapshot(snapshots, keep_as)
+            if found is not None and install_snapshot(settings, found):
+                keep_as = None
+                made = f"copied from the first start of these entries at {found.made_at}"
+                tell(StartStep("snapshot", made, finished=True))
         pending = storage.pending_migrations(engine)
         if pending:
             named = _migrations_named(pending)
@@ -114,9 +128,19 @@ def prepare_data(
     if rebuilt:
         tell(StartStep("index", "ready", finished=True))
     remove_dead_builds(settings.index_dir)  # what a killed `reindex` left behind
+    clean = _clean_first_ingest(report)
+    if keep_as and snapshots and clean and keep_snapshot(settings, snapshots, keep_as):
+        tell(StartStep("snapshot", f"kept for the next first start, in {snapshots}"))
     return PrepareReport(
         ingest=report, index=index, migrations=pending, index_rebuilt=bool(rebuilt)
     )
+
+
+def _clean_first_ingest(report: "IngestReport | None") -> bool:
+    """Every file became a new entry, with nothing refused or reported."""
+    if report is None or report.problems or not report.changed:
+        return False
+    return report.counts["create"] == report.changed and report.failed == 0
 
 
 def _counted(

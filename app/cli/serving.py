@@ -60,7 +60,8 @@ def serve(
     engine = create_db_engine(settings)
     progress = StartProgress()
     try:
-        ingested = prepare_data(settings, engine, on_step=progress).ingest
+        snapshots = settings.snapshot_dir
+        ingested = prepare_data(settings, engine, on_step=progress, snapshots=snapshots).ingest
     finally:
         progress.close()
     engine.dispose()
