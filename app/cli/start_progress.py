@@ -19,7 +19,7 @@ class StartProgress:
     """A `prepare_data` on_step callback that prints each step as it happens."""
 
     def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
-        self.stream = stream or sys.stderr
+        self.stream = sys.stderr if stream is None else stream
         self.tty = self.stream.isatty() if tty is None else tty
         self._began: dict[str, float] = {}
         self._bar_open = False  # a terminal line being redrawn
