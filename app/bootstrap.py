@@ -90,7 +90,7 @@ def prepare_data(
     with storage.setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
         if snapshots is not None and settings.content_dir is not None and is_fresh(settings):
             keep_as = snapshot_key(settings)
-            found = find_snapshot(snapshots, keep_as)
+            found = find_snapshot(snapshots, keep_as) if keep_as else None
             if found is not None and install_snapshot(settings, found):
                 keep_as = None
                 made = f"copied from the first start of these entries at {found.made_at}"

@@ -258,7 +258,11 @@ class Settings(BaseSettings):
         if value:
             return Path(value)
         cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-        return (Path(cache) if cache else Path.home() / ".cache") / "pitfalls" / "first-start"
+        try:
+            root = Path(cache) if cache else Path.home() / ".cache"
+        except RuntimeError:  # no home folder to be found: no snapshots
+            return None
+        return root / "pitfalls" / "first-start"
 
     @property
     def is_sqlite(self) -> bool:

@@ -75,7 +75,16 @@ def is_fresh(settings: Settings) -> bool:
 
 
 def snapshot_key(settings: Settings) -> str:
-    """The digest that names the snapshot of a first start with these settings and this code."""
+    """The digest that names the snapshot of a first start with these settings and this code;
+    empty when a file cannot be read (then no snapshot is used or kept)."""
+    try:
+        return _digest(settings)
+    except OSError as exc:
+        logger.info("no first-start snapshot: %s", exc)
+        return ""
+
+
+def _digest(settings: Settings) -> str:
     assert settings.content_dir is not None
     digest = hashlib.sha256(f"pitfalls {__version__} format {FORMAT}\0".encode())
     digest.update(f"engine {settings.search_engine}\0".encode())
