@@ -76,7 +76,6 @@ def prepare_data(
     With a `snapshots` folder, a fresh SQLite data dir starts from the snapshot a first start
     of the same entries and code kept there, or keeps one for the next (see app.snapshots)."""
     # Imported here: a command that only reads (`pitfalls match`) never needs them.
-    from app.checker import collect_entry_files
     from app.ingest import ingest_content
     from app.search.index import remove_dead_builds, update_index
     from app.shipped_results import SHIPPED_RESULTS_NAME, load_shipped_results
@@ -108,7 +107,7 @@ def prepare_data(
                 settings.content_dir,
                 prune=prune,
                 force=force,
-                on_progress=_counted(settings, engine, on_progress, tell, collect_entry_files),
+                on_progress=_counted(settings, engine, on_progress, tell),
                 on_stored=_stored(engine, tell),
             )
         if settings.content_dir is not None:
@@ -148,10 +147,11 @@ def _counted(
     engine: Engine,
     on_progress: Callable[[str], None] | None,
     tell: Callable[[StartStep], None],
-    collect_entry_files: Callable,
 ) -> Callable[[str], None] | None:
     """Ingest's per-file callback: `on_progress`, and on a first ingest (an empty database,
     where every file is read and written) a counted `ingest` step too."""
+    from app.checker import collect_entry_files
+
     assert settings.content_dir is not None
     if not database_is_empty(engine) or not settings.content_dir.is_dir():
         return on_progress
