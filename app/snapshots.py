@@ -140,7 +140,7 @@ def install_snapshot(settings: Settings, snapshot: Snapshot) -> bool:
         placed = True
         (settings.index_dir / CURRENT_FILE).write_text(generation.name + "\n", encoding="utf-8")
     except OSError as exc:
-        logger.warning("first-start snapshot %s not used: %s", snapshot.folder, exc)
+        logger.info("first-start snapshot %s not used: %s", snapshot.folder, exc)
         partial.unlink(missing_ok=True)
         shutil.rmtree(generation, ignore_errors=True)
         if placed:
