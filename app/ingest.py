@@ -91,7 +91,10 @@ def ingest_content(
     prune: bool = False,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_stored: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
+    """Sync `content_dir` into the database. `on_progress` hears each file as it is read;
+    `on_stored` (stored so far, of how many) each file taken after the checks."""
     report = IngestReport()
     files = collect_entry_files([content_dir]) if content_dir.is_dir() else []
     with Session(engine) as session:
@@ -129,12 +132,14 @@ def ingest_content(
             continue
         parsed.append(_Parsed(label, digest, doc))
     refused = _cross_file_problems(engine, parsed, _retiring(known, seen, force), force)
-    for item in parsed:
+    for done, item in enumerate(parsed, start=1):
         if item.entry_id in refused:
             report.counts["broken"] += 1
             report.problems.extend(refused[item.entry_id])
-            continue
-        _take_file(engine, item, force, report)
+        else:
+            _take_file(engine, item, force, report)
+        if on_stored:
+            on_stored(done, len(parsed))
     _retire_removed(engine, known, seen, prune, force, report)
     with Session(engine) as session:
         report.change_seq = storage.current_change_seq(session)

@@ -4,6 +4,7 @@ Every setting has a default that makes `pitfalls serve` work on a fresh clone; a
 the start with a message that says which variable to fix and how.
 """
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,13 @@ class Settings(BaseSettings):
         None,
         description="Folder of the Markdown entries; empty means ./content, or the entries "
         "shipped with the package when there is no ./content.",
+    )
+    first_start_snapshots: str = Field(
+        "",
+        description="Folder where `pitfalls serve` keeps what a first start made of the entries "
+        "(database and index), so that the next fresh SQLite data dir with the same entries "
+        "and code starts in seconds; empty means $XDG_CACHE_HOME/pitfalls/first-start "
+        "(~/.cache/…), off means never.",
     )
     sqlite_busy_timeout_ms: int = Field(
         5000,
@@ -240,6 +248,21 @@ class Settings(BaseSettings):
             local = Path("content")
             self.content_dir = local if local.is_dir() else resource_dir("content")
         return self
+
+    @property
+    def snapshot_dir(self) -> Path | None:
+        """Where first-start snapshots live; None when they are off."""
+        value = self.first_start_snapshots.strip()
+        if value.lower() == "off":
+            return None
+        if value:
+            return Path(value)
+        cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+        try:
+            root = Path(cache) if cache else Path.home() / ".cache"
+        except RuntimeError:  # no home folder to be found: no snapshots
+            return None
+        return root / "pitfalls" / "first-start"
 
     @property
     def is_sqlite(self) -> bool:

@@ -309,6 +309,8 @@ class Served:
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
         self.env.update(settings or {})
+        # Each test's first start does the whole work, and no test fills the user's cache.
+        self.env.setdefault("PITFALLS_FIRST_START_SNAPSHOTS", "off")
         self.log_path = folder.parent / f"serve-{folder.name}-{self.port}.log"
         self.process: subprocess.Popen | None = None
 

@@ -287,12 +287,21 @@ def remove_dead_builds(index_dir: Path) -> None:
         _remove_stale_generations(index_dir, keep=serving.name)
 
 
-def update_index(engine: Engine, index_dir: Path, search_engine: str | None = None) -> IndexState:
+def update_index(
+    engine: Engine,
+    index_dir: Path,
+    search_engine: str | None = None,
+    *,
+    on_rebuild: Callable[[str], None] | None = None,
+) -> IndexState:
     """Apply every change the index has not applied; rebuild when there is no usable index, or
-    when the changes applied do not add up to the feed (see the module's docstring)."""
+    when the changes applied do not add up to the feed (see the module's docstring).
+    `on_rebuild` hears why, just before a rebuild starts."""
     name = engine_name(search_engine)
     state = read_state(index_dir, name)
     if state is None or state.count < 0:
+        if on_rebuild:
+            on_rebuild("none yet" if current_generation(index_dir) is None else "another version")
         return rebuild_index(engine, index_dir, search_engine=name)
     with Session(engine) as session:
         mark = storage.feed_mark(session)
@@ -308,6 +317,8 @@ def update_index(engine: Engine, index_dir: Path, search_engine: str | None = No
                 state.count + len(changes),
                 total,
             )
+            if on_rebuild:
+                on_rebuild("behind the change feed")
             return rebuild_index(engine, index_dir, search_engine=name)
         entry_ids = list(dict.fromkeys(entry_id for _seq, entry_id in changes))
         entries = storage.get_entries(session, entry_ids=entry_ids)

@@ -179,6 +179,22 @@ def schema_is_current(engine: Engine) -> bool:
     return [row[0] for row in rows] == [head]
 
 
+def pending_migrations(engine: Engine) -> list[str]:
+    """The migrations an upgrade would apply, oldest first, as their file names without `.py`
+    (`0001_initial_schema`); empty when the schema is current, found without Alembic."""
+    if schema_is_current(engine):
+        return []
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_heads()
+    pending = list(script.iterate_revisions("heads", current or "base"))
+    pending.reverse()  # iterate_revisions walks from the head down
+    return [Path(revision.path).stem for revision in pending]
+
+
 def upgrade_schema(engine: Engine) -> None:
     """Create or upgrade the schema to the newest migration (a no-op when already there)."""
     from alembic import command

@@ -26,7 +26,7 @@ from app.redaction import load_rules
 from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
-from app.storage import create_db_engine, setup_lock, upgrade_schema
+from app.storage import create_db_engine, schema_is_current, setup_lock, upgrade_schema
 from app.web import accounts, changes, entries, match, ops, search, tags
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
@@ -66,8 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # The schema first (under the set-up lock): the session key may live in the database.
     engine = create_db_engine(settings)
-    with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
-        upgrade_schema(engine)
+    if not schema_is_current(engine):  # a prepared data dir (`pitfalls serve`) skips Alembic
+        with setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
+            upgrade_schema(engine)
     secret = session_secret(settings, engine)
     engine.dispose()  # no connection stays open until the app starts
 
