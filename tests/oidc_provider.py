@@ -282,7 +282,7 @@ class Provider:
             status, body, out_headers = self.route(method, path, query, form, headers)
         except OAuth2Error as error:
             status, body, out_headers = 400, json.dumps(dict(error.get_body())), []
-        reason = {200: "OK", 302: "Found", 303: "See Other", 400: "Bad Request"}
+        reason = {200: "OK", 204: "No Content", 302: "Found", 303: "See Other", 400: "Bad Request"}
         out = [(str(k), str(v)) for k, v in out_headers]
         if not any(k.lower() == "content-type" for k, _ in out):
             kind = "text/html" if str(body).startswith("<") else "application/json"
@@ -296,6 +296,8 @@ class Provider:
     def route(self, method, path, query, form, headers):
         if path == "/.well-known/openid-configuration":
             return 200, json.dumps(self.discovery()), []
+        if path == "/favicon.ico":  # what a browser asks every site for
+            return 204, "", [("Content-Type", "image/x-icon")]
         if path == "/jwks":
             return 200, json.dumps(KeySet([self.key]).as_dict(private=False)), []
         if path == "/authorize" and method == "GET":

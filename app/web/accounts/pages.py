@@ -6,7 +6,7 @@ from functools import partial
 import anyio
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 
 from app.accounts import (
     AccountDisabled,
@@ -92,8 +92,10 @@ async def oidc_login(request: Request, next: str = "/"):
     target = _safe_next(next)
     try:
         return await oidc.start(request, target)
-    except oidc.SignInFailed as exc:
-        return _login_page(request, target, error=exc.message, status=exc.status)
+    except oidc.SignInFailed as exc:  # the page names who is logged in: a look-up, in a thread
+        return await run_in_threadpool(
+            partial(_login_page, request, target, error=exc.message, status=exc.status)
+        )
 
 
 @page_router.get(oidc.CALLBACK_PATH, name="oidc_callback")
@@ -103,18 +105,22 @@ async def oidc_callback(request: Request):
         target = await oidc.finish(request)
     except oidc.SignInFailed as exc:
         next_path = _safe_next(request.session.pop(oidc.NEXT_KEY, None))
-        return _login_page(request, next_path, error=exc.message, status=exc.status)
+        return await run_in_threadpool(
+            partial(_login_page, request, next_path, error=exc.message, status=exc.status)
+        )
     return see_other(request, _safe_next(target))
 
 
 @page_router.post("/login", response_class=HTMLResponse)
 async def login(request: Request):
+    refusal = passwords_off(request)
+    if refusal:  # refused before anything is read or counted: there is no form to send
+        return await run_in_threadpool(
+            partial(_login_page, request, "/", error=refusal, status=403)
+        )
     await check_csrf(request)
     form = await form_fields(request)
     name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
-    refusal = passwords_off(request)
-    if refusal:
-        return _login_page(request, target, name=name, error=refusal, status=403)
     # The peer's address; behind a reverse proxy, uvicorn puts the X-Forwarded-For address here
     # when the proxy is trusted (--forwarded-allow-ips; none by default).
     address = request.client.host if request.client else "unknown"
@@ -153,8 +159,15 @@ async def logout(request: Request):
     await check_csrf(request)
     provider_logout = oidc.provider_logout_url(request, request.session.get(oidc.VIA_KEY))
     await run_in_threadpool(log_out, request)
-    if provider_logout:  # the provider's session ends too, and it sends the browser back here
-        return RedirectResponse(provider_logout, status_code=303)
+    if provider_logout:
+        # The provider's session ends too, and it sends the browser back here. A page that
+        # moves on by itself, not a redirect: the form's policy (form-action 'self') would
+        # stop a redirect to another site.
+        context = {
+            "provider_logout": provider_logout,
+            "provider": runtime_of(request).settings.oidc_provider_name,
+        }
+        return render(request, "logged_out.html", context)
     return see_other(request, "/")
 
 
