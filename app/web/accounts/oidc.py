@@ -47,6 +47,17 @@ class SignInFailed(Exception):
         self.message = message
 
 
+def passwords_off(request: Request) -> str | None:
+    """The refusal's sentence where PITFALLS_LOCAL_PASSWORDS is false, else None."""
+    settings = runtime_of(request).settings
+    if settings.local_passwords:
+        return None
+    return (
+        "Passwords are turned off on this site: sign in with "
+        f"{settings.oidc_provider_name} instead."
+    )
+
+
 def make_client(settings: Settings) -> StarletteOAuth2App | None:
     """The provider's client, or None where PITFALLS_OIDC_DISCOVERY_URL is empty. Nothing is
     fetched until the first sign-in (the discovery document is then kept)."""

@@ -70,17 +70,6 @@ def _login_page(
     return render(request, "login.html", context, status_code=status)
 
 
-def passwords_off(request: Request) -> str | None:
-    """The refusal's sentence where PITFALLS_LOCAL_PASSWORDS is false, else None."""
-    settings = runtime_of(request).settings
-    if settings.local_passwords:
-        return None
-    return (
-        "Passwords are turned off on this site: sign in with "
-        f"{settings.oidc_provider_name} instead."
-    )
-
-
 @page_router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/"):
     return _login_page(request, _safe_next(next))
@@ -113,7 +102,7 @@ async def oidc_callback(request: Request):
 
 @page_router.post("/login", response_class=HTMLResponse)
 async def login(request: Request):
-    refusal = passwords_off(request)
+    refusal = oidc.passwords_off(request)
     if refusal:  # refused before anything is read or counted: there is no form to send
         return await run_in_threadpool(
             partial(_login_page, request, "/", error=refusal, status=403)
@@ -191,7 +180,7 @@ def account_page(request: Request, session: SessionDep, principal: SignedIn):
 
 @page_router.post("/account/password", response_class=HTMLResponse)
 async def account_password(request: Request, session: SessionDep, principal: SignedIn):
-    refusal = passwords_off(request)
+    refusal = oidc.passwords_off(request)
     if refusal:
         raise HTTPException(403, refusal)
     form = await form_fields(request)
