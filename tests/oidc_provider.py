@@ -92,6 +92,7 @@ class Client(ClientMixin):
 class Person:
     username: str
     groups: list[str]
+    groups_in_id_token: bool = True  # False: only /userinfo lists them, as some providers do
 
     @property
     def sub(self) -> str:
@@ -212,7 +213,7 @@ class Provider:
                 return {"iss": provider.issuer, "aud": [client.get_client_id()]}
 
             def generate_user_info(self, user, scope):
-                return provider.user_info(user, scope)
+                return provider.user_info(user, scope, id_token=True)
 
         class S256Only(CodeChallenge):
             """PKCE for every client, S256 only. (Authlib asks a confidential client for the
@@ -236,11 +237,12 @@ class Provider:
         server.register_grant(Grant, [OpenIDCodeS(require_nonce=True), S256Only(required=True)])
         return server
 
-    def user_info(self, person: Person, scope: str) -> UserInfo:
+    def user_info(self, person: Person, scope: str, *, id_token: bool = False) -> UserInfo:
         info = UserInfo(sub=person.sub, preferred_username=person.username)
         if "email" in scope.split():
             info["email"] = f"{person.username}@example.test"
-        info["groups"] = person.groups
+        if person.groups_in_id_token or not id_token:
+            info["groups"] = person.groups
         return info
 
     def discovery(self) -> dict:
@@ -308,11 +310,13 @@ class Provider:
                 return 400, json.dumps(dict(error.get_body())), []
             return 200, self.form_page(query), []
         if path == "/authorize" and method == "POST":
-            params = {k: v for k, v in form.items() if k not in ("username", "groups", "deny")}
+            person_fields = ("username", "groups", "deny", "userinfo_only")
+            params = {k: v for k, v in form.items() if k not in person_fields}
             request = self._request("POST", path, params, headers)
             person = Person(
                 form.get("username", "").strip(),
                 [g.strip() for g in form.get("groups", "").split(",") if g.strip()],
+                groups_in_id_token=not form.get("userinfo_only"),
             )
             user = None if form.get("deny") or not person.username else person
             grant = self.server.get_consent_grant(request, end_user=user)
@@ -339,6 +343,8 @@ class Provider:
             "<!doctype html><title>Test provider</title><form method=post action=/authorize>"
             f'{hidden}<label>User <input id="username" name="username"></label>'
             '<label>Groups <input id="groups" name="groups"></label>'
+            '<label><input type="checkbox" id="userinfo-only" name="userinfo_only" value="1">'
+            " Groups only from /userinfo</label>"
             '<button id="approve" type="submit">Sign in</button>'
             '<button id="deny" type="submit" name="deny" value="1">Deny</button></form>'
         )
