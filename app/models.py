@@ -181,6 +181,7 @@ class User(SQLModel, table=True):
     """A person who logs in. `role` is reader, editor or admin; the password only as a hash."""
 
     __tablename__ = "account"  # "user" is a reserved word in PostgreSQL
+    __table_args__ = (UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_account_oidc"),)
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=100, unique=True)
@@ -190,6 +191,14 @@ class User(SQLModel, table=True):
     last_login_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     # When an admin disabled the account (None: enabled); its sessions and tokens stop meanwhile.
     disabled_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    # Who set `role`: "admin" (by hand, or at creation) or "provider" (from the OpenID Connect
+    # groups claim, which it then follows at each sign-in until an admin sets it by hand).
+    role_source: str = Field(
+        default="admin", max_length=10, sa_column_kwargs={"server_default": "admin"}
+    )
+    # The OpenID Connect identity this account signs in as: (issuer, subject), unique together.
+    oidc_issuer: str | None = Field(default=None, max_length=500)
+    oidc_subject: str | None = Field(default=None, max_length=255)
 
 
 class ApiToken(SQLModel, table=True):

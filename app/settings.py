@@ -175,6 +175,53 @@ class Settings(BaseSettings):
         False, description="Send the session cookie over HTTPS only (set it behind HTTPS)."
     )
     session_days: int = Field(14, ge=1, le=365, description="How long a login lasts.")
+    local_passwords: bool = Field(
+        True,
+        description="People may log in with a name and password; when false, the login page "
+        "offers only the OpenID Connect sign-in and a password login is refused.",
+    )
+    oidc_discovery_url: str = Field(
+        "",
+        description="OpenID Connect: the provider's discovery document "
+        "(https://id.example.org/.well-known/openid-configuration); empty turns the sign-in off.",
+    )
+    oidc_provider_name: str = Field(
+        "single sign-on",
+        description='What the login page calls the provider: "Sign in with <name>".',
+    )
+    oidc_client_id: str = Field("", description="OpenID Connect: this site's client id.")
+    oidc_client_secret: str = Field(
+        "", description="OpenID Connect: this site's client secret (empty for a public client)."
+    )
+    oidc_scopes: str = Field(
+        "openid profile email",
+        description="OpenID Connect: the scopes asked for, space-separated (openid is added).",
+    )
+    oidc_groups_claim: str = Field(
+        "groups",
+        description="OpenID Connect: the claim of the ID token (or userinfo) that lists the "
+        "user's groups.",
+    )
+    oidc_role_map: str = Field(
+        "",
+        description="OpenID Connect: which groups give which role, as group=role pairs "
+        "separated by commas (pitfalls-admins=admin,ml-team=editor); the highest one applies.",
+    )
+    oidc_default_role: Literal["reader", "editor", "admin"] = Field(
+        "reader",
+        description="OpenID Connect: the role of a user none of whose groups is mapped.",
+    )
+    oidc_provider_logout: bool = Field(
+        False,
+        description="OpenID Connect: logging out here also ends the provider's session, where "
+        "it has an end_session_endpoint (register <public URL>/ as a post-logout redirect URI).",
+    )
+    oidc_timeout_s: float = Field(
+        10,
+        gt=0,
+        le=120,
+        description="OpenID Connect: how long one request to the provider may take.",
+    )
 
     @field_validator("index_dir", "content_dir", mode="before")
     @classmethod
@@ -206,6 +253,23 @@ class Settings(BaseSettings):
         if value and not value.startswith(("https://", "http://")):
             raise ValueError(f"{value!r} must start with https:// (or http://)")
         return value
+
+    @field_validator("oidc_discovery_url")
+    @classmethod
+    def _discovery_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError(
+                f"{value!r} must be the provider's https:// address of "
+                "/.well-known/openid-configuration (or empty)"
+            )
+        return value
+
+    @field_validator("oidc_role_map")
+    @classmethod
+    def _role_map(cls, value: str) -> str:
+        parse_role_map(value)  # raises with the pair to fix
+        return value.strip()
 
     @field_validator("log_level")
     @classmethod
@@ -247,6 +311,16 @@ class Settings(BaseSettings):
         if self.content_dir is None:
             local = Path("content")
             self.content_dir = local if local.is_dir() else resource_dir("content")
+        if self.oidc_discovery_url and not self.oidc_client_id:
+            raise ValueError(
+                "PITFALLS_OIDC_CLIENT_ID is empty: set the client id the provider gave this site "
+                "(or leave PITFALLS_OIDC_DISCOVERY_URL empty)"
+            )
+        if not self.local_passwords and not self.oidc_discovery_url:
+            raise ValueError(
+                "PITFALLS_LOCAL_PASSWORDS=false leaves nobody a way to log in in the browser: "
+                "set PITFALLS_OIDC_DISCOVERY_URL too, or keep passwords on"
+            )
         return self
 
     @property
@@ -265,8 +339,37 @@ class Settings(BaseSettings):
         return root / "pitfalls" / "first-start"
 
     @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_discovery_url)
+
+    @property
+    def oidc_roles(self) -> dict[str, str]:
+        """The group→role mapping of PITFALLS_OIDC_ROLE_MAP."""
+        return parse_role_map(self.oidc_role_map)
+
+    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+ROLE_NAMES = ("reader", "editor", "admin")  # app.models.ROLES, without importing the tables
+
+
+def parse_role_map(text: str) -> dict[str, str]:
+    """`pitfalls-admins=admin, ml-team=editor` as {group: role}; ValueError naming a bad pair."""
+    mapping: dict[str, str] = {}
+    for pair in text.split(","):
+        if not pair.strip():
+            continue
+        group, equals, role = pair.rpartition("=")
+        group, role = group.strip(), role.strip()
+        if not equals or not group or role not in ROLE_NAMES:
+            raise ValueError(
+                f"{pair.strip()!r} is not a group=role pair: write group=reader, group=editor "
+                "or group=admin, pairs separated by commas"
+            )
+        mapping[group] = role
+    return mapping
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -4,9 +4,17 @@ Everything here works on a `Session` and leaves the commit to the caller, so a w
 record land in one transaction. `authenticate` is the exception: it commits the count of an attempt
 before it checks the password, so that every process sees the count at once. The web layer and the
 CLI both call these functions, through this package: `principals` (who asks, roles, the audit
-log), `passwords`, `users`, `logins` (throttling, the password check, sessions) and `tokens`.
+log), `passwords`, `users`, `logins` (throttling, the password check, sessions), `identities`
+(accounts that sign in through an OpenID Connect provider) and `tokens`.
 """
 
+from app.accounts.identities import (
+    Identity,
+    groups_of,
+    identity_user,
+    role_for_groups,
+    sign_in_identity,
+)
 from app.accounts.logins import (
     ADDRESS_WINDOW,
     MAX_FAILURES_PER_ADDRESS,
@@ -81,6 +89,7 @@ __all__ = [
     "TOKEN_PREFIX",
     "AccountDisabled",
     "AccountError",
+    "Identity",
     "Principal",
     "TooManyAttempts",
     "add_user",
@@ -93,6 +102,8 @@ __all__ = [
     "enable_user",
     "end_login_session",
     "get_user",
+    "groups_of",
+    "identity_user",
     "list_tokens",
     "list_users",
     "login_session_user",
@@ -101,8 +112,10 @@ __all__ = [
     "recent_audit",
     "reset_password",
     "revoke_token",
+    "role_for_groups",
     "set_password",
     "set_role",
+    "sign_in_identity",
     "start_login_session",
     "token_principal",
     "token_state",

@@ -59,6 +59,8 @@ def set_role(session: Session, *, name: str, role: str, actor: Principal) -> Use
     if user.role == "admin" and role != "admin" and _admin_count(session) == 1:
         raise AccountError(f"{name!r} is the last admin; make another user admin first")
     user.role = role
+    # Set by hand: a provider's groups no longer change it at sign-in (`identities`).
+    user.role_source = "admin"
     session.add(user)
     audit(session, actor, "user.role", name, f"role {role}")
     return user

@@ -28,6 +28,7 @@ from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, schema_is_current, setup_lock, upgrade_schema
 from app.web import accounts, changes, entries, match, ops, search, tags
+from app.web.accounts.oidc import make_client
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
 from app.web.http import errors
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             paste_limiter=anyio.CapacityLimiter(max(2, cores)),
             search_limiter=anyio.CapacityLimiter(max(2, cores)),
             password_limiter=anyio.CapacityLimiter(max(1, cores // 2)),
+            oidc=make_client(settings),
         )
         app.state.runtime = runtime
         # A paste or search thread busy in Python makes the event loop wait up to this long

@@ -18,6 +18,7 @@ from starlette.types import Scope
 
 if TYPE_CHECKING:  # for the type checker only: every web module imports this one
     import anyio
+    from authlib.integrations.starlette_client import StarletteOAuth2App
     from fastapi.templating import Jinja2Templates
     from sqlalchemy import Engine
 
@@ -45,6 +46,7 @@ class Runtime:
     search_limiter: anyio.CapacityLimiter  # threads for searches
     password_limiter: anyio.CapacityLimiter  # threads for argon2
     follower: FeedFollower | None = None
+    oidc: StarletteOAuth2App | None = None  # the OpenID Connect provider's client, when set up
 
     def expire(self) -> None:
         """After this process wrote: the next search and paste read the feed again."""

@@ -21,6 +21,7 @@ from app.accounts import (
 from app.catalog import NotFound
 from app.models import ApiToken, User, UtcTimestamp
 from app.web import routers
+from app.web.accounts import oidc
 from app.web.auth import Admin, SignedIn, get_principal, log_in
 from app.web.deps import SessionDep
 from app.web.http import errors, read_json
@@ -195,6 +196,9 @@ async def reset(
     responses=errors(400, 403, 413, 422, 429),
 )
 async def change_password(request: Request, principal: SignedIn) -> None:
+    refusal = oidc.passwords_off(request)
+    if refusal:
+        raise HTTPException(403, refusal)
     body = await read_json(request, PasswordChange)
     address = request.client.host if request.client else "unknown"
     try:

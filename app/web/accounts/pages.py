@@ -31,6 +31,7 @@ from app.accounts import (
 )
 from app.models import ROLES
 from app.web import routers
+from app.web.accounts import oidc
 from app.web.auth import Admin, SignedIn, check_csrf, form_fields, log_in, log_out
 from app.web.deps import SessionDep
 from app.web.http import render, see_other
@@ -53,13 +54,59 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _login_page(
+    request: Request, next: str, *, name: str = "", error: str | None = None, status: int = 200
+):
+    """The login form: the password form where passwords are on, the provider's button where
+    OpenID Connect is set up, and the sentence of a refusal."""
+    settings = runtime_of(request).settings
+    context = {
+        "next": next,
+        "name": name,
+        "error": error,
+        "passwords": settings.local_passwords,
+        "provider": settings.oidc_provider_name if settings.oidc_enabled else None,
+    }
+    return render(request, "login.html", context, status_code=status)
+
+
 @page_router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/"):
-    return render(request, "login.html", {"next": _safe_next(next), "name": "", "error": None})
+    return _login_page(request, _safe_next(next))
+
+
+@page_router.get("/login/oidc")
+async def oidc_login(request: Request, next: str = "/"):
+    """Off to the OpenID Connect provider; it sends the browser back to the callback."""
+    target = _safe_next(next)
+    try:
+        return await oidc.start(request, target)
+    except oidc.SignInFailed as exc:  # the page names who is logged in: a look-up, in a thread
+        return await run_in_threadpool(
+            partial(_login_page, request, target, error=exc.message, status=exc.status)
+        )
+
+
+@page_router.get(oidc.CALLBACK_PATH, name="oidc_callback")
+async def oidc_callback(request: Request):
+    """Back from the provider: the code exchanged, the ID token verified, the user signed in."""
+    try:
+        target = await oidc.finish(request)
+    except oidc.SignInFailed as exc:
+        next_path = _safe_next(request.session.pop(oidc.NEXT_KEY, None))
+        return await run_in_threadpool(
+            partial(_login_page, request, next_path, error=exc.message, status=exc.status)
+        )
+    return see_other(request, _safe_next(target))
 
 
 @page_router.post("/login", response_class=HTMLResponse)
 async def login(request: Request):
+    refusal = oidc.passwords_off(request)
+    if refusal:  # refused before anything is read or counted: there is no form to send
+        return await run_in_threadpool(
+            partial(_login_page, request, "/", error=refusal, status=403)
+        )
     await check_csrf(request)
     form = await form_fields(request)
     name, target = form.get("name", "").strip(), _safe_next(form.get("next"))
@@ -84,12 +131,10 @@ async def login(request: Request):
     except TooManyAttempts as exc:
         user, error, retry_after = None, f"Too many failed logins: {exc}.", exc.retry_after
     except AccountDisabled as exc:
-        context = {"next": target, "name": name, "error": str(exc)}
-        return render(request, "login.html", context, status_code=403)
+        return _login_page(request, target, name=name, error=str(exc), status=403)
     if user is None:
-        context = {"next": target, "name": name, "error": error}
-        response = render(
-            request, "login.html", context, status_code=401 if not retry_after else 429
+        response = _login_page(
+            request, target, name=name, error=error, status=401 if not retry_after else 429
         )
         if retry_after:
             response.headers["Retry-After"] = str(retry_after)
@@ -101,12 +146,30 @@ async def login(request: Request):
 @page_router.post("/logout")
 async def logout(request: Request):
     await check_csrf(request)
+    provider_logout = oidc.provider_logout_url(request, request.session.get(oidc.VIA_KEY))
     await run_in_threadpool(log_out, request)
+    if provider_logout:
+        # The provider's session ends too, and it sends the browser back here. A page that
+        # moves on by itself, not a redirect: the form's policy (form-action 'self') would
+        # stop a redirect to another site.
+        context = {
+            "provider_logout": provider_logout,
+            "provider": runtime_of(request).settings.oidc_provider_name,
+        }
+        return render(request, "logged_out.html", context)
     return see_other(request, "/")
 
 
 def _account_page(request: Request, session, principal: Principal, **extra):
-    context = {"user": get_user(session, principal.name), "error": None, "changed": False, **extra}
+    settings = runtime_of(request).settings
+    context = {
+        "user": get_user(session, principal.name),
+        "error": None,
+        "changed": False,
+        "passwords": settings.local_passwords,
+        "provider": settings.oidc_provider_name,
+        **extra,
+    }
     return render(request, "account.html", context, status_code=422 if extra.get("error") else 200)
 
 
@@ -117,6 +180,9 @@ def account_page(request: Request, session: SessionDep, principal: SignedIn):
 
 @page_router.post("/account/password", response_class=HTMLResponse)
 async def account_password(request: Request, session: SessionDep, principal: SignedIn):
+    refusal = oidc.passwords_off(request)
+    if refusal:
+        raise HTTPException(403, refusal)
     form = await form_fields(request)
     new = form.get("new_password", "")
     if new != form.get("repeat_password", ""):

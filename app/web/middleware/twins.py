@@ -85,6 +85,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/admin/users/{name}/enable"): "redirects; POST /api/v1/users/{name}/enable",
     ("POST", "/admin/users/{name}/password"): "shows /admin; POST /api/v1/users/{name}/password",
     ("POST", "/account/password"): "shows /account; POST /api/v1/me/password",
+    ("GET", "/login/oidc"): "redirects to the sign-in provider; a bot uses a token instead",
+    ("GET", "/login/oidc/callback"): "the provider's way back: signs in, then redirects",
 }
 
 
