@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # for the type checker only: every web module imports this on
     from app.settings import Settings
     from app.web.middleware.caching import AnswerCache, MarkReader
     from app.web.offload import WriteQueue
+    from app.webhooks import WebhookWorker
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Runtime:
     search_limiter: anyio.CapacityLimiter  # threads for searches
     password_limiter: anyio.CapacityLimiter  # threads for argon2
     follower: FeedFollower | None = None
+    webhooks: WebhookWorker | None = None  # sends queued webhook deliveries
 
     def expire(self) -> None:
         """After this process wrote: the next search and paste read the feed again."""

@@ -59,6 +59,8 @@ TWINS: tuple[Twin, ...] = (
     Twin("/account", "/api/v1/me"),
     Twin("/tokens", "/api/v1/tokens"),
     Twin("/admin", "/api/v1/users"),
+    Twin("/admin/webhooks", "/api/v1/webhooks"),
+    Twin("/admin/webhooks/deliveries", "/api/v1/webhooks/deliveries"),
     Twin("/docs", "/openapi.json"),
 )
 
@@ -85,6 +87,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/admin/users/{name}/enable"): "redirects; POST /api/v1/users/{name}/enable",
     ("POST", "/admin/users/{name}/password"): "shows /admin; POST /api/v1/users/{name}/password",
     ("POST", "/account/password"): "shows /account; POST /api/v1/me/password",
+    ("POST", "/admin/webhooks"): "shows /admin/webhooks; POST /api/v1/webhooks",
+    ("POST", "/admin/webhooks/{hook_id}/remove"): "redirects; DELETE /api/v1/webhooks/{id}",
 }
 
 
