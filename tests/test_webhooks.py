@@ -75,6 +75,7 @@ class Receiver:
     secret: str | None = None
     answer: int = 204
     hold: threading.Event | None = None  # set: answer; unset: the handler waits on it
+    location: str = ""  # sent as Location with the answer (a redirect)
     received: list[Received] = field(default_factory=list)
     arrived: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
@@ -107,6 +108,8 @@ class Receiver:
                 code = receiver.answer if ok is not False else 401
                 receiver.received.append(Received(time.monotonic(), headers, body, ok, code))
                 self.send_response(code)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -428,6 +431,37 @@ def test_the_last_attempt_marks_it_failed_and_the_log_is_pruned(engine):
     rows = deliveries(engine)
     assert [r.payload["id"] for r in rows] == ["e2", "e3", "e4"]  # the oldest went
     assert all(r.status == "failed" and "refused" in r.error for r in rows)
+
+
+def test_a_redirect_is_not_followed_and_says_where_it_pointed(engine):
+    with receiver() as elsewhere, receiver(answer=302) as rx:
+        rx.location = elsewhere.url
+        register(engine, rx.url)
+        with Session(engine) as session:
+            enqueue_entry_event(session, action="update", entry_id="e", title="T", actor="a")
+            session.commit()
+        done = deliver_due(engine, DeliveryRules(timeout_s=3))
+        assert done.retried == 1 and elsewhere.received == []
+    (row,) = deliveries(engine)
+    assert row.status == "pending" and row.status_code == 302
+    assert "redirects are not followed" in row.error and elsewhere.url in row.error
+
+
+def test_an_admin_uses_the_api_with_the_session_and_its_csrf_token(hooked: Wiki):
+    ada = hooked.login("ada")
+    headers = {"X-CSRF-Token": csrf_of(ada.get("/admin/webhooks").text)}
+    body = {"url": "https://chat.example.org/h", "events": ["entry.created"], "secret": SECRET}
+    created = ada.post("/api/v1/webhooks", json=body, headers=headers)
+    assert created.status_code == 201 and created.json()["secret"] == SECRET
+    listed = ada.get("/api/v1/webhooks").json()
+    assert SECRET not in json.dumps(listed) and listed[0]["secret_hint"] == "…" + SECRET[-4:]
+    bad = ada.post("/api/v1/webhooks", json={**body, "events": ["entry.deleted"]}, headers=headers)
+    assert bad.status_code == 422 and "Unknown event 'entry.deleted'" in bad.text
+    hook_id = created.json()["id"]
+    assert ada.delete(f"/api/v1/webhooks/{hook_id}", headers=headers).status_code == 204
+    missing = ada.delete(f"/api/v1/webhooks/{hook_id}", headers=headers)
+    assert missing.status_code == 404 and "no webhook" in missing.json()["error"]["message"]
+    assert ada.get("/api/v1/webhooks/deliveries").json() == []
 
 
 def test_retry_waits_grow_and_stay_capped():

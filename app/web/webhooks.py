@@ -82,7 +82,7 @@ async def webhook_create(request: Request, session: SessionDep, principal: Admin
     "/webhooks/{hook_id}",
     status_code=204,
     summary="Remove a webhook and its deliveries (admins)",
-    responses=errors(403, 404),
+    responses=errors(403, 404, 422),
 )
 async def webhook_delete(
     hook_id: int, request: Request, session: SessionDep, principal: Admin
