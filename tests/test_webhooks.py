@@ -419,6 +419,24 @@ def test_two_workers_deliver_each_row_once(engine):
     assert all(row.status == "delivered" and row.attempts == 1 for row in deliveries(engine))
 
 
+def test_a_held_receiver_delays_only_its_own_webhook(engine):
+    with receiver(hold=threading.Event()) as slow, receiver() as quick:
+        register(engine, slow.url)
+        register(engine, quick.url)
+        with Session(engine) as session:
+            enqueue_entry_event(session, action="update", entry_id="e", title="T", actor="a")
+            session.commit()
+        rounds = threading.Thread(target=deliver_due, args=(engine, DeliveryRules(timeout_s=20)))
+        rounds.start()
+        assert slow.arrived.wait(10)
+        wait_for(lambda: quick.received, what="the other webhook's delivery")
+        assert slow.received == []  # still held while the other was delivered
+        assert slow.hold is not None
+        slow.hold.set()
+        rounds.join()
+    assert [row.status for row in deliveries(engine)] == ["delivered", "delivered"]
+
+
 def test_the_last_attempt_marks_it_failed_and_the_log_is_pruned(engine):
     register(engine, f"http://127.0.0.1:{free_port()}/h")
     with Session(engine) as session:

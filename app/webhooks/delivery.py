@@ -24,6 +24,7 @@ import random
 import socket
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +39,7 @@ from app.models import Webhook, WebhookDelivery, utcnow
 logger = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES = 64 * 1024
+PARALLEL_HOOKS = 4  # webhooks sent to at once by one round
 MAX_ERROR = 300
 LEASE_MARGIN_S = 30
 SIGNATURE_HEADER = "X-Pitfalls-Signature"
@@ -295,45 +297,68 @@ def _prune(engine: Engine, keep_rows: int) -> int:
         return len(oldest)
 
 
+def _deliver_one(engine: Engine, delivery_id: int, rules: DeliveryRules) -> tuple[str, str]:
+    """Claim, send and record one delivery: its new state ("" when another process had it, or
+    it was removed meanwhile) and the attempt's error."""
+    attempt_number = _claim(engine, delivery_id, rules)
+    if attempt_number is None:
+        return "", ""
+    with Session(engine) as session:
+        row = session.get(WebhookDelivery, delivery_id)
+        hook = None if row is None else session.get(Webhook, row.hook_id)
+        if row is None or hook is None:
+            return "", ""  # removed meanwhile, with its webhook
+        session.expunge_all()
+    body = render_body(hook.body_format, row.payload, public_url=rules.public_url)
+    attempt = post(hook.url, body, _headers(hook, row, body), timeout_s=rules.timeout_s)
+    state = _record(engine, delivery_id, attempt_number, attempt, rules)
+    if state == "failed":
+        logger.warning(
+            "webhook delivery %d (%s to %s) failed after %d attempts: %s",
+            delivery_id,
+            row.event,
+            hook.url,
+            attempt_number,
+            attempt.error,
+        )
+    return state, attempt.error
+
+
+def _deliver_in_turn(engine: Engine, ids: list[int], rules: DeliveryRules) -> list[tuple[str, str]]:
+    return [_deliver_one(engine, delivery_id, rules) for delivery_id in ids]
+
+
 def deliver_due(engine: Engine, rules: DeliveryRules, *, limit: int = 20) -> DeliveryRound:
-    """Send up to `limit` due deliveries, one after another, and prune the log."""
+    """Send up to `limit` due deliveries and prune the log. Each webhook's deliveries go in
+    turn, oldest first; different webhooks' at once (up to PARALLEL_HOOKS), so a slow receiver
+    delays only its own."""
     done = DeliveryRound()
     with Session(engine) as session:
         due = session.exec(
-            select(WebhookDelivery.id)
+            select(WebhookDelivery.id, WebhookDelivery.hook_id)
             .where(_due(utcnow()))
             .order_by(col(WebhookDelivery.next_attempt_at), col(WebhookDelivery.id))
             .limit(limit)
         ).all()
-    for delivery_id in due:
+    by_hook: dict[int, list[int]] = {}
+    for delivery_id, hook_id in due:
         assert delivery_id is not None
-        attempt_number = _claim(engine, delivery_id, rules)
-        if attempt_number is None:
-            continue  # another process has it
-        with Session(engine) as session:
-            row = session.get(WebhookDelivery, delivery_id)
-            hook = None if row is None else session.get(Webhook, row.hook_id)
-            if row is None or hook is None:
-                continue  # removed meanwhile, with its webhook
-            session.expunge_all()
-        body = render_body(hook.body_format, row.payload, public_url=rules.public_url)
-        attempt = post(hook.url, body, _headers(hook, row, body), timeout_s=rules.timeout_s)
-        state = _record(engine, delivery_id, attempt_number, attempt, rules)
+        by_hook.setdefault(hook_id, []).append(delivery_id)
+    if len(by_hook) <= 1:
+        outcomes = [_deliver_in_turn(engine, ids, rules) for ids in by_hook.values()]
+    else:
+        with ThreadPoolExecutor(min(PARALLEL_HOOKS, len(by_hook))) as pool:
+            outcomes = list(
+                pool.map(lambda ids: _deliver_in_turn(engine, ids, rules), by_hook.values())
+            )
+    for state, error in (outcome for group in outcomes for outcome in group):
         if state == "delivered":
             done.delivered += 1
         elif state == "failed":
             done.failed += 1
-            logger.warning(
-                "webhook delivery %d (%s to %s) failed after %d attempts: %s",
-                delivery_id,
-                row.event,
-                hook.url,
-                attempt_number,
-                attempt.error,
-            )
-        else:
+        elif state == "pending":
             done.retried += 1
-        if attempt.error:
-            done.errors.append(attempt.error)
+        if error:
+            done.errors.append(error)
     done.pruned = _prune(engine, rules.keep_rows)
     return done
