@@ -45,6 +45,8 @@ from tests.conftest import (
 from tests.test_wiki import Wiki, csrf_of
 
 ENTRY = "view-non-contiguous"
+pytestmark = pytest.mark.both_databases
+
 SECRET = "a-receiver-shared-secret-0123456789"
 FAST = {  # deliveries and retries in tenths of a second, so the tests wait little
     "webhook_poll_interval_ms": 100,
@@ -480,6 +482,38 @@ def test_an_admin_uses_the_api_with_the_session_and_its_csrf_token(hooked: Wiki)
     missing = ada.delete(f"/api/v1/webhooks/{hook_id}", headers=headers)
     assert missing.status_code == 404 and "no webhook" in missing.json()["error"]["message"]
     assert ada.get("/api/v1/webhooks/deliveries").json() == []
+
+
+def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_deadline():
+    """Each byte comes well within a socket timeout, but the whole would take 20 s: the
+    attempt ends at its deadline while the receiver is still dripping."""
+    import socket
+
+    from app.webhooks.delivery import post
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    dripping, done = threading.Event(), threading.Event()
+
+    def drip() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            dripping.set()
+            try:
+                for _ in range(100):
+                    connection.sendall(b"x")
+                    time.sleep(0.2)
+            except OSError:
+                pass
+        done.set()
+
+    threading.Thread(target=drip, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/h"
+    attempt = post(url, b"{}", {"Content-Type": "application/json"}, timeout_s=1)
+    assert dripping.is_set() and not done.is_set()  # cut off before the receiver was through
+    assert attempt.status_code is None and "within 1 s" in attempt.error
+    listener.close()
 
 
 def test_retry_waits_grow_and_stay_capped():

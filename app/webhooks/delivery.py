@@ -15,6 +15,7 @@ of the timestamp, a dot, and the raw body. A receiver recomputes it and refuses 
 too far from its clock, so a recorded delivery cannot be replayed later.
 """
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -23,6 +24,7 @@ import logging
 import random
 import socket
 import ssl
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -151,6 +153,19 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
     else:
         connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
     where = f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
+    # Socket timeouts bound each read, not their sum: a receiver that drips its answer a byte
+    # at a time is cut off at the deadline by closing the socket under the reader.
+    cut = threading.Event()
+
+    def cut_off() -> None:
+        cut.set()
+        if connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(timeout_s, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         connection.request("POST", target, body=body, headers=headers)
         if connection.sock is not None:
@@ -171,6 +186,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
                 head += chunk[: 200 - len(head)]
             read += len(chunk)
         code = response.status
+        if cut.is_set():
+            raise TimeoutError
     except ConnectionRefusedError:
         return Attempt(None, f"The receiver refused the connection (nothing listens at {where}).")
     except TimeoutError:
@@ -180,8 +197,11 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
     except ssl.SSLError as exc:
         return Attempt(None, f"The TLS connection to {where} failed: {exc.reason or exc}.")
     except (OSError, http.client.HTTPException) as exc:
+        if cut.is_set():
+            return Attempt(None, f"No answer from {where} within {timeout_s:g} s.")
         return Attempt(None, f"Sending to {where} failed: {type(exc).__name__}: {exc}"[:MAX_ERROR])
     finally:
+        watchdog.cancel()
         connection.close()
     if 200 <= code < 300:
         return Attempt(code, "")

@@ -1,8 +1,9 @@
 """The server's webhook worker: a thread that sends due deliveries between requests.
 
 It looks every interval, and at once when this process commits a transaction that queued a
-delivery (a commit listener wakes it), so a save is answered before anything is sent and a
-slow receiver holds only this thread (and within it, only its own webhook's deliveries). Other processes' events are found by the timed look.
+delivery (a commit listener wakes it), so a save is answered before anything is sent, and a
+slow receiver holds only this thread (and within it only its own webhook's deliveries).
+Other processes' events are found by the timed look.
 """
 
 import logging
