@@ -482,6 +482,7 @@ def test_an_admin_uses_the_api_with_the_session_and_its_csrf_token(hooked: Wiki)
     missing = ada.delete(f"/api/v1/webhooks/{hook_id}", headers=headers)
     assert missing.status_code == 404 and "no webhook" in missing.json()["error"]["message"]
     assert ada.get("/api/v1/webhooks/deliveries").json() == []
+    assert ada.delete(f"/api/v1/webhooks/{2**64}", headers=headers).status_code == 422
 
 
 def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_deadline():

@@ -1,7 +1,9 @@
 """Webhooks, for admins: the page that registers and removes them, the delivery log, and
 their API twins. Every route asks for an admin; a refusal is a 403 with a sentence."""
 
-from fastapi import Query, Request
+from typing import Annotated
+
+from fastapi import Path, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlmodel import Session
@@ -10,7 +12,7 @@ from app.accounts import Principal
 from app.models import WEBHOOK_EVENTS, WEBHOOK_FORMATS
 from app.web import routers
 from app.web.auth import Admin, form_fields
-from app.web.deps import SessionDep
+from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.http import errors, read_json, render, see_other
 from app.web.runtime import runtime_of
 from app.webhooks import (
@@ -28,6 +30,7 @@ api_router = routers.api_router("webhooks")
 page_router = routers.page_router()
 
 LOG_LIMIT = 100
+HookId = Annotated[int, Path(ge=1, le=MAX_STORED_INT, description="A webhook's number.")]
 
 
 class HookIn(BaseModel):
@@ -85,7 +88,7 @@ async def webhook_create(request: Request, session: SessionDep, principal: Admin
     responses=errors(403, 404, 422),
 )
 async def webhook_delete(
-    hook_id: int, request: Request, session: SessionDep, principal: Admin
+    hook_id: HookId, request: Request, session: SessionDep, principal: Admin
 ) -> None:
     def write() -> None:
         remove_hook(session, hook_id=hook_id, actor=principal)
@@ -158,7 +161,7 @@ async def webhooks_add(request: Request, session: SessionDep, principal: Admin):
 
 
 @page_router.post("/admin/webhooks/{hook_id}/remove")
-async def webhooks_remove(hook_id: int, request: Request, session: SessionDep, principal: Admin):
+async def webhooks_remove(hook_id: HookId, request: Request, session: SessionDep, principal: Admin):
     def write() -> None:
         remove_hook(session, hook_id=hook_id, actor=principal)
         session.commit()
