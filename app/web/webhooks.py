@@ -1,7 +1,7 @@
 """Webhooks, for admins: the page that registers and removes them, the delivery log, and
 their API twins. Every route asks for an admin; a refusal is a 403 with a sentence."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Path, Query, Request
 from fastapi.responses import HTMLResponse
@@ -16,6 +16,11 @@ from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.http import errors, read_json, render, see_other
 from app.web.runtime import runtime_of
 from app.webhooks import (
+    DEFAULT_THRESHOLD,
+    MAX_SECRET_LENGTH,
+    MAX_THRESHOLD,
+    MAX_URL_LENGTH,
+    MIN_SECRET_LENGTH,
     DeliveryOut,
     HookOut,
     WebhookError,
@@ -33,15 +38,36 @@ LOG_LIMIT = 100
 HookId = Annotated[int, Path(ge=1, le=MAX_STORED_INT, description="A webhook's number.")]
 
 
+EventName = Literal[
+    "entry.created",
+    "entry.changed",
+    "entry.archived",
+    "inbox.cluster_new",
+    "inbox.cluster_threshold",
+]
+
+
 class HookIn(BaseModel):
-    url: str = Field(description="Where to POST: an http:// or https:// address.")
-    events: list[str] = Field(description=f"Any of: {', '.join(WEBHOOK_EVENTS)}.")
-    body_format: str = Field("json", description="json (our event JSON) or slack.")
+    url: str = Field(
+        max_length=MAX_URL_LENGTH, description="Where to POST: an http:// or https:// address."
+    )
+    events: list[EventName] = Field(min_length=1, description="The events to send.")
+    body_format: Literal["json", "slack"] = Field(
+        "json", description='json (our event JSON) or slack ({"text": ...}).'
+    )
     secret: str | None = Field(
-        None, description="Signs each delivery (16 to 200 characters); shown never again."
+        None,
+        min_length=MIN_SECRET_LENGTH,
+        max_length=MAX_SECRET_LENGTH,
+        description="Signs each delivery; never shown again after this request's answer.",
     )
     generate_secret: bool = Field(False, description="Have a secret made (returned this once).")
-    threshold: int = Field(10, description="The count at which inbox.cluster_threshold fires.")
+    threshold: int = Field(
+        DEFAULT_THRESHOLD,
+        ge=1,
+        le=MAX_THRESHOLD,
+        description="The count at which inbox.cluster_threshold fires.",
+    )
 
 
 class HookCreated(HookOut):
@@ -142,7 +168,8 @@ async def webhooks_add(request: Request, session: SessionDep, principal: Admin):
 
     def write():
         try:
-            body = HookIn(
+            # Unchecked here: add_hook checks every field, and says what is wrong in a sentence.
+            body = HookIn.model_construct(
                 url=form.get("url", ""),
                 events=[e for e in WEBHOOK_EVENTS if form.get(f"event:{e}")],
                 body_format=form.get("body_format", "json"),

@@ -16,7 +16,12 @@ from app.webhooks.delivery import (
     signature_of,
 )
 from app.webhooks.hooks import (
+    DEFAULT_THRESHOLD,
     MAX_HOOKS,
+    MAX_SECRET_LENGTH,
+    MAX_THRESHOLD,
+    MAX_URL_LENGTH,
+    MIN_SECRET_LENGTH,
     HookOut,
     WebhookError,
     add_hook,
@@ -36,8 +41,13 @@ from app.webhooks.queue import (
 from app.webhooks.worker import WebhookWorker
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "MAX_HOOKS",
     "MAX_PENDING",
+    "MAX_SECRET_LENGTH",
+    "MAX_THRESHOLD",
+    "MAX_URL_LENGTH",
+    "MIN_SECRET_LENGTH",
     "DeliveryOut",
     "DeliveryRound",
     "DeliveryRules",
