@@ -10,6 +10,9 @@ Nobody can fill it: one client (a login or token by name, else an address) adds 
 errors an hour, counted in the database so every process shares the count, and the table holds
 at most so many clusters: a new error takes the place of the one seen least recently, so a new
 error is always recorded and what nobody sees again ages out.
+
+A cluster's first sighting and the sighting that brings its count to a webhook's threshold
+queue webhook events in the same transaction (app/webhooks/).
 """
 
 from datetime import datetime, timedelta
@@ -25,6 +28,7 @@ from app.models import InboxCluster, InboxExample, LoginThrottle, UtcDateTime, u
 from app.normalization import normalize_message
 from app.redaction import cap_at_space, redact
 from app.tracebacks import ParsedPaste
+from app.webhooks.queue import enqueue_inbox_event
 
 MAX_EXAMPLES = 20
 MAX_MESSAGE = 2000
@@ -134,6 +138,7 @@ def record_unknown(
     for _ in range(3):  # two first sightings at once: the second becomes an update
         with Session(engine) as session:
             cluster = session.get(InboxCluster, fingerprint)
+            new = cluster is None
             if cluster is None:
                 _make_room(session, max_clusters=max_clusters)
                 cluster = InboxCluster(
@@ -161,6 +166,14 @@ def record_unknown(
                 ).first()
                 if known is None and stored < MAX_EXAMPLES:
                     session.add(InboxExample(fingerprint=fingerprint, message=example))
+                enqueue_inbox_event(
+                    session,
+                    fingerprint=fingerprint,
+                    exception=cluster.exception,
+                    message=cluster.message,
+                    count=cluster.count,
+                    new=new,
+                )
                 session.commit()
                 return fingerprint
             except IntegrityError:

@@ -321,3 +321,55 @@ class InboxExample(SQLModel, table=True):
         )
     )
     message: str = Field(sa_type=Text)
+
+
+WEBHOOK_EVENTS = (
+    "entry.created",
+    "entry.changed",
+    "entry.archived",
+    "inbox.cluster_new",
+    "inbox.cluster_threshold",
+)
+WEBHOOK_FORMATS = ("json", "slack")
+DELIVERY_STATES = ("pending", "delivering", "delivered", "failed")
+
+
+class Webhook(SQLModel, table=True):
+    """An address an admin registered to be told of events. `secret` signs each delivery; it is
+    kept as given (a signature needs it) and never shown again after creation."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    url: str = Field(sa_type=Text)
+    events: list[str] = Field(default_factory=list, sa_type=JSON)
+    body_format: str = Field(default="json", max_length=10)
+    secret: str | None = Field(default=None, sa_type=Text)
+    threshold: int = Field(default=10, description="Occurrences for inbox.cluster_threshold.")
+    created_by: str = Field(default="", max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One event to send to one webhook: the queue and the delivery log in one table.
+
+    Written in the transaction of the change that caused it; a worker claims a due row with a
+    conditional UPDATE (pending, or delivering with its lease run out), so each row is sent by
+    one process at a time."""
+
+    __tablename__ = "webhook_delivery"
+
+    id: int | None = Field(default=None, primary_key=True)
+    hook_id: int = Field(
+        sa_column=Column(
+            Integer, ForeignKey("webhook.id", ondelete="CASCADE"), nullable=False, index=True
+        )
+    )
+    event: str = Field(max_length=40)
+    payload: dict = Field(default_factory=dict, sa_type=JSON)
+    status: str = Field(default="pending", max_length=12, index=True)
+    attempts: int = 0
+    next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime, index=True)
+    lease_until: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    status_code: int | None = Field(default=None, description="The last answer's HTTP status.")
+    error: str = Field(default="", sa_type=Text, description="Why the last attempt failed.")
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UtcDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)

@@ -142,6 +142,51 @@ class Settings(BaseSettings):
         description="Error clusters the inbox keeps; a new error takes the place of the one "
         "seen least recently.",
     )
+    webhook_worker: bool = Field(
+        True,
+        description="Deliver queued webhook events from a thread of the server process; turn "
+        "it off where `pitfalls webhooks deliver` runs from cron instead.",
+    )
+    webhook_poll_interval_ms: int = Field(
+        1000,
+        ge=50,
+        le=600_000,
+        description="How often the server's webhook worker looks for deliveries that are due "
+        "(a change made by the same process wakes it sooner).",
+    )
+    webhook_timeout_ms: int = Field(
+        5000,
+        ge=100,
+        le=60_000,
+        description="Most time one webhook delivery may take: connecting, sending, and reading "
+        "the answer; past it the attempt fails and is retried.",
+    )
+    webhook_max_attempts: int = Field(
+        8,
+        ge=1,
+        le=50,
+        description="Attempts at one webhook delivery before it is marked failed.",
+    )
+    webhook_retry_base_ms: int = Field(
+        10_000,
+        ge=10,
+        le=3_600_000,
+        description="Wait before the second attempt of a failed webhook delivery; each later "
+        "wait doubles, up to PITFALLS_WEBHOOK_RETRY_MAX_MS, with random jitter.",
+    )
+    webhook_retry_max_ms: int = Field(
+        3_600_000,
+        ge=10,
+        le=86_400_000,
+        description="The longest wait between two attempts at a webhook delivery.",
+    )
+    webhook_max_queue_rows: int = Field(
+        10_000,
+        ge=10,
+        le=10_000_000,
+        description="Webhook deliveries kept (queued and logged); past it the oldest finished "
+        "ones are dropped, and with none to drop a new event is skipped with a log line.",
+    )
     answer_token_days: int = Field(
         7,
         ge=1,

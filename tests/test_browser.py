@@ -263,6 +263,22 @@ def _add_editor(clone: Path, name: str, password: str, role: str = "editor") -> 
     )
 
 
+def _add_webhook(clone: Path) -> None:
+    """A webhook with a long address where nothing listens: its deliveries fail and say so."""
+    from tests.conftest import free_port
+
+    pitfalls = shutil.which("pitfalls", path=str(Path(sys.executable).parent))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    url = f"http://127.0.0.1:{free_port()}/hooks/" + "a-long-path-segment-" * 6
+    subprocess.run(
+        [pitfalls, "webhooks", "add", url, "--event", "entry.changed", "--generate-secret"],
+        cwd=clone,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
 def test_the_wiki_edit_flow_from_an_unknown_traceback(browser, own_server):
     """Log in, paste an unknown traceback, start an entry, fix the problem shown live, save,
     then find the entry by search and by pasting the traceback again."""
@@ -409,6 +425,8 @@ PAGE_TYPES = [
     ("changes", "/changes", "admin"),
     ("tokens", "/tokens", "admin"),
     ("admin", "/admin", "admin"),
+    ("webhooks", "/admin/webhooks", "admin"),
+    ("webhook-deliveries", "/admin/webhooks/deliveries", "admin"),
 ]
 DARK_TOO = {"home", "entry", "diff", "search"}
 
@@ -440,6 +458,7 @@ def site(browser, tmp_path_factory):
 
     with running_server(tmp_path_factory.mktemp("site") / "clone") as (base, clone):
         _add_editor(clone, "ada", ADMIN_PASSWORD, role="admin")
+        _add_webhook(clone)  # the edit below queues a delivery the webhook pages show
         token = write_token(clone)
         entry = _api(base, "GET", f"/api/v1/entries/{EDITED}", token)
         markdown = entry["markdown"].replace(

@@ -136,7 +136,13 @@ def _write_routes(app) -> list[tuple[str, str]]:
 
 
 def _fill(path: str, token_id: int) -> str:
-    values = {"entry_id": "first-entry", "number": "1", "token_id": str(token_id), "name": "rita"}
+    values = {
+        "entry_id": "first-entry",
+        "number": "1",
+        "token_id": str(token_id),
+        "name": "rita",
+        "hook_id": "1",
+    }
     return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
 
 

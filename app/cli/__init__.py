@@ -18,6 +18,7 @@ from app.cli import (  # noqa: F401
     serving,
     show,
     verification,
+    webhooks,
 )
 from app.cli.group import CannotRun, cli
 from app.settings import SettingsError, load_settings

@@ -1,5 +1,6 @@
 """Every write of an entry: a save (new entry or revision), an archive and a delete, each with
-its change row; and the shared secrets and the verify results."""
+its change row and the webhook deliveries it causes; and the shared secrets and the verify
+results."""
 
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from sqlmodel import Session, col, delete
 from app.models import AppSecret, Entry, Revision, Signature, Snippet, Verification, utcnow
 from app.storage.feed import _record_change
 from app.storage.reads import get_revision
+from app.webhooks.queue import enqueue_entry_event
 
 if TYPE_CHECKING:
     from app.entries import EntryDocument
@@ -111,6 +113,8 @@ def save_entry(
         )
     )
     _record_change(session, entry_id=entry.id, action=action, revision=entry.revision, actor=author)
+    # Queued in this transaction: the webhooks hear of the change exactly when it commits.
+    enqueue_entry_event(session, action=action, entry_id=entry.id, title=entry.title, actor=author)
     return action
 
 
@@ -161,6 +165,9 @@ def archive_entry(
     session.add(entry)
     _record_change(
         session, entry_id=entry.id, action="archive", revision=entry.revision, actor=actor
+    )
+    enqueue_entry_event(
+        session, action="archive", entry_id=entry.id, title=entry.title, actor=actor
     )
 
 

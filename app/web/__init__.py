@@ -27,7 +27,7 @@ from app.resources import resource_dir
 from app.search import IndexUnavailable, SearchService
 from app.settings import Settings, load_settings
 from app.storage import create_db_engine, schema_is_current, setup_lock, upgrade_schema
-from app.web import accounts, changes, entries, match, ops, search, tags
+from app.web import accounts, changes, entries, match, ops, search, tags, webhooks
 from app.web.accounts.oidc import make_client
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
@@ -41,6 +41,7 @@ from app.web.middleware.paste_shortcut import PasteShortcut
 from app.web.middleware.twins import JsonTwins
 from app.web.offload import WriteQueue
 from app.web.runtime import Runtime
+from app.webhooks import DeliveryRules, WebhookWorker
 
 
 def _atom_date(moment: datetime | None) -> str:
@@ -132,10 +133,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         follower = FeedFollower(engine, settings.index_check_interval_ms, runtime.refresh)
         follower.start()
         runtime.follower = follower
+        if settings.webhook_worker:
+            # Deliveries go out from a thread of their own, never from a request's.
+            runtime.webhooks = WebhookWorker(
+                engine, DeliveryRules.of(settings), settings.webhook_poll_interval_ms
+            )
+            runtime.webhooks.start()
         try:
             async with mcp_server.session_manager.run():  # the /mcp transport's task group
                 yield
         finally:
+            if runtime.webhooks is not None:
+                runtime.webhooks.stop()
             follower.stop()
             runtime.search.close()
             engine.dispose()
@@ -176,10 +185,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         changes.api_router,
         match.outcome_router,
         *accounts.api_routers,
+        webhooks.api_router,
         ops.api_router,
     ]
     page_routers = [
         *accounts.page_routers,
+        webhooks.page_router,
         *entries.page_routers,
         tags.page_router,
         changes.page_router,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # for the type checker only: every web module imports this on
     from app.settings import Settings
     from app.web.middleware.caching import AnswerCache, MarkReader
     from app.web.offload import WriteQueue
+    from app.webhooks import WebhookWorker
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Runtime:
     password_limiter: anyio.CapacityLimiter  # threads for argon2
     follower: FeedFollower | None = None
     oidc: StarletteOAuth2App | None = None  # the OpenID Connect provider's client, when set up
+    webhooks: WebhookWorker | None = None  # sends queued webhook deliveries
 
     def expire(self) -> None:
         """After this process wrote: the next search and paste read the feed again."""

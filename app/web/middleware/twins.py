@@ -59,6 +59,8 @@ TWINS: tuple[Twin, ...] = (
     Twin("/account", "/api/v1/me"),
     Twin("/tokens", "/api/v1/tokens"),
     Twin("/admin", "/api/v1/users"),
+    Twin("/admin/webhooks", "/api/v1/webhooks"),
+    Twin("/admin/webhooks/deliveries", "/api/v1/webhooks/deliveries"),
     Twin("/docs", "/openapi.json"),
 )
 
@@ -87,6 +89,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/account/password"): "shows /account; POST /api/v1/me/password",
     ("GET", "/login/oidc"): "redirects to the sign-in provider; a bot uses a token instead",
     ("GET", "/login/oidc/callback"): "the provider's way back: signs in, then redirects",
+    ("POST", "/admin/webhooks"): "shows /admin/webhooks; POST /api/v1/webhooks",
+    ("POST", "/admin/webhooks/{hook_id}/remove"): "redirects; DELETE /api/v1/webhooks/{id}",
 }
 
 
