@@ -29,7 +29,9 @@ def test_edits_with_one_unchanged_line_between_them_merge():
 def test_edits_to_adjacent_lines_conflict():
     result = three_way_merge(BASE, edit(BASE, 4, "four\n"), edit(BASE, 5, "five\n"))
     assert result.text is None and not result.clean
-    assert result.conflicts == (Conflict(base_lines=(4, 5), ours_lines=(4, 5), theirs_lines=(4, 5)),)
+    assert result.conflicts == (
+        Conflict(base_lines=(4, 5), ours_lines=(4, 5), theirs_lines=(4, 5)),
+    )
 
 
 def test_the_same_edit_on_both_sides_is_taken_once():
@@ -121,7 +123,7 @@ def test_random_disjoint_edits_always_merge_to_both(seed: int):
         ours[n] = lines[n] + " ours"
     for n in rng.sample(range(cut + 1, len(lines)), rng.randint(1, len(lines) - cut - 1)):
         theirs[n] = lines[n] + " theirs"
-    expected = ours[:cut] + [lines[cut]] + theirs[cut + 1 :]
+    expected = [*ours[:cut], lines[cut], *theirs[cut + 1 :]]
     result = three_way_merge("\n".join(lines), "\n".join(ours), "\n".join(theirs))
     assert result.text == "\n".join(expected)
     # Merging is symmetric in which side is ours when there is no conflict.

@@ -55,6 +55,7 @@ from app.storage.reads import (
     list_revisions,
     lock_entry,
     recent_entries,
+    revision_authors,
 )
 from app.storage.writes import (
     EntryExists,
@@ -110,6 +111,7 @@ __all__ = [
     "newest_change_numbers",
     "recent_entries",
     "record_verification",
+    "revision_authors",
     "save_entry",
     "schema_is_current",
     "setup_lock",
