@@ -79,7 +79,10 @@ class EditConflict(PitfallsError):
         where = ""
         if overlaps:
             lines = ", ".join(_line_range(c.ours_lines) for c in overlaps[:5])
-            where = f" Both changed the same lines ({lines} of your text), so they cannot merge."
+            where = (
+                f" Your edit and what was saved since touch the same or neighbouring lines "
+                f"({lines} of your text), so they cannot be merged."
+            )
         super().__init__(
             f"Entry {entry_id!r} changed while you were editing: you started from revision "
             f"{base}, the latest is revision {current}.{where} Nothing was saved."
@@ -160,7 +163,7 @@ class MergeRefused(SaveRefused):
 @dataclass(frozen=True)
 class Saved:
     entry: Entry
-    action: str  # create | update | unarchive ... ; "unchanged" when the text was already so
+    action: str  # create, update or restore; "unchanged" when the text was already so
     merged: MergedWith | None = None  # set when the edit was merged with newer revisions
 
 

@@ -340,7 +340,7 @@ def test_two_sessions_edit_the_same_entry_and_the_second_keeps_its_text(wiki: Wi
     assert conflict.status_code == 409
     assert textarea(conflict.text, "markdown") == bobs_text  # nothing typed is lost
     assert "changed while you were editing" in conflict.text
-    assert "Both changed the same lines (line 19 of your text)" in unescape(conflict.text)
+    assert "touch the same or neighbouring lines (line 19 of your text)" in unescape(conflict.text)
     theirs = unescape(re.sub(r"<[^>]+>", "", conflict.text.split('id="conflict"')[1]))
     assert "+Because of alice's reason." in theirs and "-Because." in theirs
     assert re.search(r'name="base_revision" value="2"', conflict.text)
