@@ -7,6 +7,10 @@ once; a stretch both sides changed differently is a conflict, and then there is 
 at all. Changes to adjacent lines (with no unchanged line between them) fall in one stretch, so
 they conflict too: a merge never has to guess how two neighbouring edits fit together.
 
+Matching is bounded: after the lines both texts start and end with are set aside, a pair whose
+remaining lines repeat so much that matching them would take long (`MAX_MATCH_WORK`) is not
+merged at all (`MergeResult.too_repetitive`), and the save is refused as a conflict.
+
 Line endings are not part of a line: CRLF (what browsers send from a textarea) and LF compare
 equal, and the merged text takes the ending style, and the final newline or its absence, that
 one side changed and the other did not. A lone CR stays inside its line.
@@ -14,9 +18,15 @@ one side changed and the other did not. A lone CR stays inside its line.
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 _NEWLINE = re.compile(r"\r\n|\n")
+# Line pairs the matcher may have to compare (a line's copies on one side times its copies on
+# the other, summed): difflib's time grows with it, about a second at 300,000 on a busy core.
+# Real entries stay far below (a few thousand: blank lines and code fences); only an entry of
+# hundreds of identical lines, edited in many places, comes near.
+MAX_MATCH_WORK = 200_000
 
 
 @dataclass(frozen=True)
@@ -31,12 +41,13 @@ class Conflict:
 
 @dataclass(frozen=True)
 class MergeResult:
-    text: str | None  # None when there is a conflict
+    text: str | None  # None when there is a conflict, or the texts are too repetitive
     conflicts: tuple[Conflict, ...]
+    too_repetitive: bool = False  # not merged: matching the lines would take too long
 
     @property
     def clean(self) -> bool:
-        return not self.conflicts
+        return self.text is not None
 
 
 @dataclass(frozen=True)
@@ -60,22 +71,50 @@ def _pick(base, ours, theirs):
     return theirs if ours == base else ours
 
 
+_Block = tuple[int, int, int]  # (start in the base, start in the side, length)
+
+
+class _TooRepetitive(Exception):
+    pass
+
+
+def _matching_blocks(base: list[str], side: list[str], budget: list[int]) -> list[_Block]:
+    """The lines `side` kept from `base`, as blocks in order; the common start and end are
+    taken as they are, and only the middle goes to difflib, while `budget` lasts."""
+    limit = min(len(base), len(side))
+    head = 0
+    while head < limit and base[head] == side[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and base[-1 - tail] == side[-1 - tail]:
+        tail += 1
+    middle_base, middle_side = base[head : len(base) - tail], side[head : len(side) - tail]
+    counts = Counter(middle_side)
+    budget[0] -= sum(n * counts[line] for line, n in Counter(middle_base).items())
+    if budget[0] < 0:
+        raise _TooRepetitive
+    matcher = difflib.SequenceMatcher(None, middle_base, middle_side, autojunk=False)
+    blocks = [(0, 0, head)] if head else []
+    blocks += [(a + head, b + head, n) for a, b, n in matcher.get_matching_blocks() if n]
+    if tail:
+        blocks.append((len(base) - tail, len(side) - tail, tail))
+    return blocks
+
+
 def _sync_regions(base: list[str], ours: list[str], theirs: list[str]):
     """Stretches of the base that neither side changed, with where they sit in each side:
     (base_start, base_end, ours_start, theirs_start), ending with an empty one at the end."""
-    ours_blocks = difflib.SequenceMatcher(None, base, ours, autojunk=False).get_matching_blocks()
-    theirs_blocks = difflib.SequenceMatcher(
-        None, base, theirs, autojunk=False
-    ).get_matching_blocks()
+    budget = [MAX_MATCH_WORK]
+    ours_blocks = _matching_blocks(base, ours, budget)
+    theirs_blocks = _matching_blocks(base, theirs, budget)
     regions = []
     i = j = 0
-    # The last block of each list is the empty sentinel at the ends; stop before it.
-    while i < len(ours_blocks) - 1 and j < len(theirs_blocks) - 1:
-        o, t = ours_blocks[i], theirs_blocks[j]
-        start, end = max(o.a, t.a), min(o.a + o.size, t.a + t.size)
+    while i < len(ours_blocks) and j < len(theirs_blocks):
+        (oa, ob, on), (ta, tb, tn) = ours_blocks[i], theirs_blocks[j]
+        start, end = max(oa, ta), min(oa + on, ta + tn)
         if start < end:
-            regions.append((start, end, o.b + start - o.a, t.b + start - t.a))
-        if o.a + o.size < t.a + t.size:
+            regions.append((start, end, ob + start - oa, tb + start - ta))
+        if oa + on < ta + tn:
             i += 1
         else:
             j += 1
@@ -93,7 +132,11 @@ def three_way_merge(base: str, ours: str, theirs: str) -> MergeResult:
     merged: list[str] = []
     conflicts: list[Conflict] = []
     bz = oz = tz = 0  # where the stretch after the last unchanged one starts, in each text
-    for bs, be, os_, ts in _sync_regions(b.lines, o.lines, t.lines):
+    try:
+        regions = _sync_regions(b.lines, o.lines, t.lines)
+    except _TooRepetitive:
+        return MergeResult(None, (), too_repetitive=True)
+    for bs, be, os_, ts in regions:
         base_part, ours_part, theirs_part = b.lines[bz:bs], o.lines[oz:os_], t.lines[tz:ts]
         if ours_part == base_part:
             merged += theirs_part

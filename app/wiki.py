@@ -74,10 +74,17 @@ class EditConflict(PitfallsError):
     page_status = 409
 
     def __init__(
-        self, entry_id: str, base: int, current: int, overlaps: Sequence[Conflict] = ()
+        self,
+        entry_id: str,
+        base: int,
+        current: int,
+        overlaps: Sequence[Conflict] = (),
+        too_repetitive: bool = False,
     ) -> None:
         where = ""
-        if overlaps:
+        if too_repetitive:
+            where = " The texts repeat the same lines too often to merge your edit safely."
+        elif overlaps:
             lines = ", ".join(_line_range(c.ours_lines) for c in overlaps[:5])
             where = (
                 f" Your edit and what was saved since touch the same or neighbouring lines "
@@ -283,7 +290,7 @@ def _merge_with_latest(
     latest = storage.current_markdown(session, entry=entry)
     result = three_way_merge(old.markdown, markdown.removeprefix("\ufeff"), latest)
     if result.text is None:
-        raise EditConflict(entry.id, base, entry.revision, result.conflicts)
+        raise EditConflict(entry.id, base, entry.revision, result.conflicts, result.too_repetitive)
     return result.text, merged_with(session, entry.id, base, entry.revision)
 
 

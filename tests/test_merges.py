@@ -1,10 +1,11 @@
 """The three-way merge of two edits of one text: what merges, what conflicts, and line endings."""
 
 import random
+import time
 
 import pytest
 
-from app.merges import Conflict, three_way_merge
+from app.merges import MAX_MATCH_WORK, Conflict, three_way_merge
 
 BASE = "".join(f"line {n}\n" for n in range(1, 11))  # line 1 .. line 10
 
@@ -129,4 +130,39 @@ def test_random_disjoint_edits_always_merge_to_both(seed: int):
     # Merging is symmetric in which side is ours when there is no conflict.
     assert three_way_merge("\n".join(lines), "\n".join(theirs), "\n".join(ours)).text == (
         result.text
+    )
+
+
+def test_a_text_too_repetitive_to_match_quickly_is_not_merged():
+    """Hundreds of identical lines edited in the middle: declined, counted by the work the
+    matcher would do, in far less time than matching them takes."""
+    lines = ["x"] * 2000
+    base = "\n".join(lines)
+    ours = "\n".join(["y", *lines[1:1000], "y", *lines[1001:]])
+    theirs = "\n".join([*lines[:1500], "z", *lines[1501:]])
+    started = time.process_time()
+    result = three_way_merge(base, ours, theirs)
+    declined = time.process_time() - started
+    assert result.text is None and result.too_repetitive and result.conflicts == ()
+    # Under the bound the same shape merges, and its cost is what the bound allows.
+    small = int(MAX_MATCH_WORK**0.5) // 2
+    lines = ["x"] * small
+    started = time.process_time()
+    merged = three_way_merge(
+        "\n".join(lines),
+        "\n".join(["y", *lines[1:]]),
+        "\n".join([*lines[:-1], "z"]),
+    )
+    assert merged.text == "\n".join(["y", *lines[1:-1], "z"])
+    assert declined < max(time.process_time() - started, 0.05) * 10
+
+
+def test_edits_at_the_top_and_bottom_of_a_long_repetitive_text_merge():
+    """The common start and end are set aside before matching: only the middle counts."""
+    lines = ["", "```", "x = 1", "```"] * 5000
+    base = "\n".join(lines)
+    ours = "\n".join(["# top", *lines[1:]])
+    theirs = "\n".join([*lines[:-1], "# bottom"])
+    assert three_way_merge(base, ours, theirs).text == "\n".join(
+        ["# top", *lines[1:-1], "# bottom"]
     )
