@@ -154,3 +154,17 @@ def test_the_editor_shows_a_merged_text_that_fails_the_checks(wiki: Wiki):
     form_b.update(markdown=fixed, base_revision="2", csrf_token=csrf_of(refused.text))
     again = bob.post("/entries/third-entry/edit", data=form_b, follow_redirects=False)
     assert again.status_code == 303 and again.headers["location"] == "/entries/third-entry"
+
+
+def test_an_entry_too_repetitive_to_merge_quickly_is_a_conflict(wiki: Wiki):
+    long = ORIGINAL.replace("Because.", "Because.\n" + "Same line.\n" * 1500)
+    assert put(wiki, long, '"1"').status_code == 200
+    lines = long.split("\n")
+    theirs = "\n".join([*lines[:-3], "print('theirs')", *lines[-2:]])
+    assert put(wiki, theirs, '"2"').status_code == 200
+    ours = list(lines)
+    ours[100], ours[1400] = "Another line.", "One more line."
+    refused = put(wiki, "\n".join(ours), '"2"')
+    assert refused.status_code == 412
+    assert "repeat the same lines too often" in refused.json()["error"]["message"]
+    assert current(wiki)["revision"] == 3
