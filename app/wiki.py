@@ -3,8 +3,11 @@ history, diffs and recent changes. Pages and the JSON API both call these functi
 
 A draft is judged by the same checks as `pitfalls check`, with the database standing in for the
 sibling files: the contract, `related` links, and collisions with every other entry's signatures.
-Saving on top of a revision that is no longer the latest is refused (`EditConflict`), and the
-unique (entry, number) constraint on revisions settles two saves that race past that check.
+Saving on top of a revision that is no longer the latest merges the edit with what was saved
+since (a three-way merge, `app.merges`); only edits to the same or adjacent lines are refused
+(`EditConflict`). The merged text passes the same checks as any draft before it is saved, and its
+revision says what it was merged with. The unique (entry, number) constraint on revisions settles
+two saves that race past the check.
 """
 
 import difflib
@@ -39,6 +42,7 @@ from app.matching import (
     SignatureRecord,
     match_paste,
 )
+from app.merges import Conflict, three_way_merge
 from app.models import Change, Entry, Revision, UtcTimestamp
 from app.signatures import PatternError, compile_pattern
 from app.tracebacks import parse_traceback
@@ -69,10 +73,26 @@ class EditConflict(PitfallsError):
     status = 412
     page_status = 409
 
-    def __init__(self, entry_id: str, base: int, current: int) -> None:
+    def __init__(
+        self,
+        entry_id: str,
+        base: int,
+        current: int,
+        overlaps: Sequence[Conflict] = (),
+        too_repetitive: bool = False,
+    ) -> None:
+        where = ""
+        if too_repetitive:
+            where = " The texts repeat the same lines too often to merge your edit safely."
+        elif overlaps:
+            lines = ", ".join(_line_range(c.ours_lines) for c in overlaps[:5])
+            where = (
+                f" Your edit and what was saved since touch the same or neighbouring lines "
+                f"({lines} of your text), so they cannot be merged."
+            )
         super().__init__(
             f"Entry {entry_id!r} changed while you were editing: you started from revision "
-            f"{base}, the latest is revision {current}. Nothing was saved."
+            f"{base}, the latest is revision {current}.{where} Nothing was saved."
         )
         self.entry_id = entry_id
         self.base = base
@@ -83,6 +103,75 @@ class EditConflict(PitfallsError):
 
     def extra(self) -> dict:
         return {"current_revision": self.current}
+
+
+def _line_range(lines: tuple[int, int]) -> str:
+    start, end = lines
+    if end < start:
+        return f"after line {end}" if end else "the start"
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
+class MergedWith(BaseModel):
+    """A save that started from an older revision and was merged with the ones since."""
+
+    base_revision: int = Field(description="The revision the edit started from.")
+    revision: int = Field(description="The latest revision it was merged with.")
+    authors: list[str] = Field(description="Who wrote the revisions it was merged with.")
+    message: str = Field(description="What to tell the person who saved.")
+
+
+def merged_with(session: Session, entry_id: str, base: int, latest: int) -> MergedWith:
+    """Who saved after `base` up to `latest`, as a sentence for the person whose edit merged."""
+    authors = list(
+        dict.fromkeys(storage.revision_authors(session, entry_id=entry_id, after=base, upto=latest))
+    )
+    message = f"Merged with {_changes_by(authors, base, latest)}."
+    return MergedWith(base_revision=base, revision=latest, authors=authors, message=message)
+
+
+def _changes_by(authors: list[str], base: int, latest: int) -> str:
+    if not authors:
+        names = "someone"
+    elif len(authors) == 1:
+        names = authors[0]
+    else:
+        names = ", ".join(authors[:-1]) + " and " + authors[-1]
+    if latest == base + 1:
+        return f"the change by {names} in revision {latest}"
+    return f"the changes by {names} in revisions {base + 1}-{latest}"
+
+
+class MergeRefused(SaveRefused):
+    """The edit merged with the newer revision, but the merged text does not pass the checks;
+    `markdown` is that text, which the problems' lines refer to."""
+
+    def __init__(self, merge: MergedWith, markdown: str, problems: Sequence[Problem]) -> None:
+        errors = [p for p in problems if p.severity == "error"]
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        changes = _changes_by(merge.authors, merge.base_revision, merge.revision)
+        super().__init__(
+            f"Your edit merges with {changes}, but the merged entry does not pass the checks: "
+            f"line {first.line}: {first.message}{more}. Nothing was saved.",
+            problems,
+        )
+        self.merge = merge
+        self.markdown = markdown
+
+    def extra(self) -> dict:
+        return {
+            **super().extra(),
+            "merged_with": self.merge.revision,
+            "merged_markdown": self.markdown,
+        }
+
+
+@dataclass(frozen=True)
+class Saved:
+    entry: Entry
+    action: str  # create, update or restore; "unchanged" when the text was already so
+    merged: MergedWith | None = None  # set when the edit was merged with newer revisions
 
 
 @dataclass
@@ -188,6 +277,23 @@ def _commit(session: Session, entry_id: str, base: int) -> None:
         _conflict(session, entry_id, base)
 
 
+def _merge_with_latest(
+    session: Session, entry: Entry, base: int, markdown: str
+) -> tuple[str, MergedWith]:
+    """The edit made from revision `base`, merged with the latest; EditConflict when both
+    changed the same lines (or `base` is no revision before the latest)."""
+    old = None
+    if 1 <= base < entry.revision:
+        old = storage.get_revision(session, entry_id=entry.id, number=base)
+    if old is None:
+        raise EditConflict(entry.id, base, entry.revision)
+    latest = storage.current_markdown(session, entry=entry)
+    result = three_way_merge(old.markdown, markdown.removeprefix("\ufeff"), latest)
+    if result.text is None:
+        raise EditConflict(entry.id, base, entry.revision, result.conflicts, result.too_repetitive)
+    return result.text, merged_with(session, entry.id, base, entry.revision)
+
+
 def save_draft(
     session: Session,
     *,
@@ -197,18 +303,23 @@ def save_draft(
     source: str,
     entry_id: str | None = None,
     base_revision: int | None = None,
-) -> tuple[Entry, str]:
+) -> Saved:
     """Create (no `entry_id`) or update an entry; return it and the change ("unchanged" if the
-    text is what it already is). Raises SaveRefused, EditConflict or NotFound."""
+    text is what it already is). An update from an older `base_revision` is merged with the
+    latest. Raises SaveRefused (MergeRefused), EditConflict or NotFound."""
     message = _clean_message(message)
     entry = None
+    merge = None
     if entry_id is not None:
         entry = storage.lock_entry(session, entry_id)
         if entry is None:
             raise NotFound(f"There is no entry {entry_id!r}.")
         if base_revision is not None and base_revision != entry.revision:
-            raise EditConflict(entry_id, base_revision, entry.revision)
+            markdown, merge = _merge_with_latest(session, entry, base_revision, markdown)
+            message = f"{message} (merged with revision {merge.revision})"
     report = check_draft(session, markdown, editing=entry_id)
+    if report.errors and merge is not None:
+        raise MergeRefused(merge, report.doc.markdown, report.problems)
     if report.errors:
         count = len(report.errors)
         raise SaveRefused(
@@ -219,7 +330,7 @@ def save_draft(
     doc = report.doc
     assert doc.front is not None
     if entry is not None and entry.content_hash == doc.content_hash and not entry.archived:
-        return entry, "unchanged"
+        return Saved(entry, "unchanged", merge)
     base = entry.revision if entry is not None else 0
     try:
         action = storage.save_entry(
@@ -241,7 +352,7 @@ def save_draft(
     _commit(session, doc.front.id, base)
     saved = storage.get_entry(session, doc.front.id)
     assert saved is not None
-    return saved, action
+    return Saved(saved, action, merge)
 
 
 def archive(
@@ -268,7 +379,7 @@ def archive(
 
 def restore(
     session: Session, *, entry_id: str, number: int, actor: Principal, source: str
-) -> tuple[Entry, str]:
+) -> Saved:
     """Make an older revision the newest one again (a new revision; the history keeps all)."""
     entry = storage.lock_entry(session, entry_id)
     old = storage.get_revision(session, entry_id=entry_id, number=number)

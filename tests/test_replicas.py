@@ -160,17 +160,19 @@ def test_two_replicas_started_together_ingest_once_and_stay_consistent(replicas)
         )
         delays.append(round(max(found, matched), 3))
 
-    # 20 concurrent edits with the same If-Match over both replicas: exactly one wins.
+    # 20 concurrent edits of the same line with the same If-Match over both replicas: exactly
+    # one wins (each edit is different, so the others overlap it and cannot merge).
     status, _, headers = _call("GET", f"{a.base}/api/v1/entries/replicated-0", headers=token)
     etag = headers["etag"]
-    markdown = _entry("replicated-0", "zanzibar0quux").replace("One sentence", "Edited sentence")
+    markdown = _entry("replicated-0", "zanzibar0quux")
 
     def put(n: int):
         base = (a, b)[n % 2].base
+        edited = markdown.replace("One sentence", f"Edited sentence {n}")
         return _call(
             "PUT",
             f"{base}/api/v1/entries/replicated-0",
-            {"markdown": markdown, "message": f"edit {n}"},
+            {"markdown": edited, "message": f"edit {n}"},
             {**token, "If-Match": etag},
         )[0]
 

@@ -339,17 +339,19 @@ def test_two_sessions_edit_the_same_entry_and_the_second_keeps_its_text(wiki: Wi
     form_a["markdown"] = form_a["markdown"].replace("Because.", "Because of alice's reason.")
     form_a["message"] = "Explain the cause"
     assert alice.post("/entries/second-entry/edit", data=form_a).status_code == 200
-    bobs_text = form_b["markdown"].replace("An error.", "An error that bob describes.")
-    form_b.update(markdown=bobs_text, message="Describe the symptom")
+    # Bob rewrites the same line: the edits overlap, so they cannot merge by themselves.
+    bobs_text = form_b["markdown"].replace("Because.", "Because of bob's reason.")
+    form_b.update(markdown=bobs_text, message="Explain it otherwise")
     conflict = bob.post("/entries/second-entry/edit", data=form_b)
     assert conflict.status_code == 409
     assert textarea(conflict.text, "markdown") == bobs_text  # nothing typed is lost
     assert "changed while you were editing" in conflict.text
+    assert "touch the same or neighbouring lines (line 19 of your text)" in unescape(conflict.text)
     theirs = unescape(re.sub(r"<[^>]+>", "", conflict.text.split('id="conflict"')[1]))
     assert "+Because of alice's reason." in theirs and "-Because." in theirs
     assert re.search(r'name="base_revision" value="2"', conflict.text)
     # Bob merges alice's sentence into his text and saves on top of revision 2.
-    merged = bobs_text.replace("Because.", "Because of alice's reason.")
+    merged = bobs_text.replace("Because of bob's reason.", "Because of alice's and bob's reasons.")
     form_b.update(markdown=merged, base_revision="2", csrf_token=csrf_of(conflict.text))
     assert bob.post("/entries/second-entry/edit", data=form_b).status_code == 200
     entry = wiki.anonymous().get("/api/v1/entries/second-entry").json()
@@ -415,9 +417,9 @@ def test_api_create_update_conflict_and_archive(wiki: Wiki):
         "/api/v1/entries/fourth-entry", json=body, headers={**headers, "If-Match": '"1"'}
     )
     assert ok.status_code == 200 and ok.headers["etag"] == '"2"'
-    stale = client.put(
+    stale = client.put(  # the same line as revision 2 changed, differently: no merge
         "/api/v1/entries/fourth-entry",
-        json={**body, "markdown": new},
+        json={**body, "markdown": new.replace("An error.", "A stale error.")},
         headers={**headers, "If-Match": '"1"'},
     )
     assert stale.status_code == 412

@@ -56,6 +56,7 @@ from app.storage.reads import (
     list_revisions,
     lock_entry,
     recent_entries,
+    revision_authors,
 )
 from app.storage.writes import (
     EntryExists,
@@ -112,6 +113,7 @@ __all__ = [
     "pending_migrations",
     "recent_entries",
     "record_verification",
+    "revision_authors",
     "save_entry",
     "schema_is_current",
     "setup_lock",

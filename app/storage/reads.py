@@ -207,6 +207,16 @@ def get_revision(session: Session, *, entry_id: str, number: int) -> Revision | 
     return session.exec(query).first()
 
 
+def revision_authors(session: Session, *, entry_id: str, after: int, upto: int) -> list[str]:
+    """Who wrote the revisions numbered after `after` up to `upto`, oldest first."""
+    query = (
+        select(Revision.author)
+        .where(Revision.entry_id == entry_id, Revision.number > after, Revision.number <= upto)
+        .order_by(col(Revision.number))
+    )
+    return list(session.exec(query).all())
+
+
 def count_revisions(session: Session, *, entry_id: str) -> int:
     query = select(func.count()).select_from(Revision).where(Revision.entry_id == entry_id)
     return session.exec(query).one()

@@ -21,6 +21,7 @@ from app.web.http import ProblemOut, errors, json_body, read_json, render, see_o
 from app.web.runtime import runtime_of
 from app.wiki import (
     EditConflict,
+    MergeRefused,
     SaveRefused,
     TesterResult,
     archive,
@@ -255,7 +256,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     try:
-        entry, _ = await runtime_of(request).writes.run(
+        saved = await runtime_of(request).writes.run(
             save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
         )
     except SaveRefused as exc:
@@ -271,7 +272,7 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
             refused=exc,
             status_code=exc.status,
         )
-    return see_other(request, f"/entries/{entry.id}")
+    return see_other(request, f"/entries/{saved.entry.id}")
 
 
 @page_router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
@@ -286,7 +287,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         "paste": form.get("paste", ""),
     }
     try:
-        await runtime_of(request).writes.run(
+        saved = await runtime_of(request).writes.run(
             save_draft,
             session,
             markdown=markdown,
@@ -297,6 +298,9 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
             base_revision=base,
         )
     except SaveRefused as exc:
+        if isinstance(exc, MergeRefused):
+            # The problems' lines are the merged text's: show that, on top of the latest.
+            keep["markdown"], base = exc.markdown, exc.merge.revision
         page = partial(
             editor_page,
             request,
@@ -309,6 +313,10 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         return await run_in_threadpool(page)
     except EditConflict as exc:
         return await run_in_threadpool(_conflicting, request, session, keep, exc)
+    if saved.merged is not None:
+        merged = saved.merged
+        query = f"merged={merged.revision}&from={merged.base_revision}"
+        return see_other(request, f"/entries/{entry_id}?{query}")
     return see_other(request, f"/entries/{entry_id}")
 
 

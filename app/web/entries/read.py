@@ -19,8 +19,9 @@ from app.catalog import (
 )
 from app.entry_details import EntryDetails, fix_first, get_entry_details, table_of_contents
 from app.web import routers
-from app.web.deps import SessionDep
+from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.http import errors, render, site_path
+from app.wiki import merged_with
 
 api_router = routers.api_router()
 
@@ -122,11 +123,23 @@ def entries_page(
 
 
 @page_router.get("/entries/{entry_id}", response_class=HTMLResponse)
-def entry_page(request: Request, entry_id: str, session: SessionDep):
+def entry_page(
+    request: Request,
+    entry_id: str,
+    session: SessionDep,
+    merged: int | None = Query(None, ge=2, le=MAX_STORED_INT, include_in_schema=False),
+    merged_from: int | None = Query(
+        None, alias="from", ge=1, le=MAX_STORED_INT, include_in_schema=False
+    ),
+):
+    """The entry; `?merged=N&from=B` (where the editor sends a save it merged) says so."""
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
     first, rest = fix_first(details.html)
     toc = table_of_contents(first + rest)
-    context = {"entry": details, "first": first, "rest": rest, "toc": toc}
+    merge = None
+    if merged is not None and merged_from is not None and merged_from < merged <= details.revision:
+        merge = merged_with(session, entry_id, merged_from, merged)
+    context = {"entry": details, "first": first, "rest": rest, "toc": toc, "merge": merge}
     return render(request, "entry.html", context, f"/api/v1/entries/{entry_id}")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from app import storage
@@ -20,6 +20,7 @@ from app.web.http import errors, json_body, read_json, site_path
 from app.web.runtime import runtime_of
 from app.wiki import (
     EditConflict,
+    MergedWith,
     archive,
     restore,
     save_draft,
@@ -53,6 +54,20 @@ class IfMatch:
     any: bool  # `*`: whatever revision is current
     revisions: frozenset[int]  # of the strong tags
     weak: frozenset[int]  # of the weak tags, to explain a 412
+    single: int | None = None  # the revision, when the header is one strong tag and no more
+
+    def base(self, entry_id: str, current: int) -> int | None:
+        """The revision the edit started from: None for `*`, the current one when a tag names
+        it, an older one when the header is that one strong tag (the save merges it with the
+        newer ones); else PreconditionFailed (412)."""
+        if self.any:
+            return None
+        if current in self.revisions:
+            return current
+        if self.single is not None and 1 <= self.single < current:
+            return self.single
+        self.check(entry_id, current)
+        return current
 
     def check(self, entry_id: str, current: int) -> None:
         """Nothing when the current revision matches; else PreconditionFailed (412)."""
@@ -98,7 +113,8 @@ def if_match(request: Request) -> IfMatch:
         )
     strong = frozenset(int(v) for weak, v in tags if not weak and v.isdigit() and len(v) < 10)
     weak = frozenset(int(v) for w, v in tags if w and v.isdigit() and len(v) < 10)
-    return IfMatch(header, False, strong, weak)
+    single = next(iter(strong)) if len(tags) == 1 and strong else None
+    return IfMatch(header, False, strong, weak, single)
 
 
 @api_router.post(
@@ -116,10 +132,10 @@ async def create_entry(
     body = await read_json(request, EntryWrite)
 
     def write() -> EntryDetails:
-        entry, _ = save_draft(
+        saved = save_draft(
             session, markdown=body.markdown, message=body.message, actor=principal, source="api"
         )
-        return entry_details_out(session, response, entry.id)
+        return entry_details_out(session, response, saved.entry.id)
 
     details = await runtime_of(request).writes.run(write)
     response.headers["Location"] = site_path(request, f"/api/v1/entries/{details.id}")
@@ -138,14 +154,25 @@ def _current_revision(session: Session, entry_id: str) -> int:
         session.close()
 
 
+class EntryUpdated(EntryDetails):
+    merged: MergedWith | None = Field(
+        None,
+        description="Set when the edit started from an older revision and was merged with the "
+        "newer ones: which, by whom, and a sentence to show.",
+    )
+
+
 @api_router.put(
     "/entries/{entry_id}",
     summary="Replace an entry's Markdown (a new revision)",
     description="`If-Match` must carry the ETag of the revision you edited (a list of them, "
-    'such as `"2", "3"`, may name it among others): 412 with `current_revision` if someone '
-    'saved since, 428 without it (`*` overwrites deliberately). Weak tags (`W/"3"`) never '
-    "match: If-Match compares strongly (RFC 9110). 422 with `problems` when the entry does "
-    "not pass the checks.",
+    'such as `"2", "3"`, may name it among others), 428 without it (`*` overwrites '
+    'deliberately). One tag of an older revision (`"2"` when the entry is at 4) merges your '
+    "edit with what was saved since, as the editor does: `merged` in the answer says with "
+    "what; 412 with `current_revision` when both changed the same or adjacent lines, or when "
+    'a list of tags names none of the current revision. Weak tags (`W/"3"`) never match: '
+    "If-Match compares strongly (RFC 9110). 422 with `problems` when the entry (or the merged "
+    "text, then given as `merged_markdown`) does not pass the checks.",
     openapi_extra=json_body(EntryWrite, _WRITE_EXAMPLE),
     responses=errors(400, 403, 404, 409, 412, 413, 422, 428, 503),
 )
@@ -156,16 +183,15 @@ async def update_entry(
     session: SessionDep,
     principal: Editor,
     condition: Annotated[IfMatch, Depends(if_match)],
-) -> EntryDetails:
+) -> EntryUpdated:
     # The precondition is judged before the body is read (RFC 9110 13.2.1), and once more by the
-    # save itself, which refuses a revision that is no longer the latest when it writes.
+    # save itself, which merges with (or refuses) revisions saved since the base when it writes.
     current = await run_in_threadpool(_current_revision, session, entry_id)
-    condition.check(entry_id, current)
-    base = None if condition.any else current
+    base = condition.base(entry_id, current)
     body = await read_json(request, EntryWrite)
 
-    def write() -> EntryDetails:
-        save_draft(
+    def write() -> EntryUpdated:
+        saved = save_draft(
             session,
             markdown=body.markdown,
             message=body.message,
@@ -174,7 +200,8 @@ async def update_entry(
             entry_id=entry_id,
             base_revision=base,
         )
-        return entry_details_out(session, response, entry_id)
+        details = entry_details_out(session, response, entry_id)
+        return EntryUpdated(**details.model_dump(), merged=saved.merged)
 
     return await runtime_of(request).writes.run(write)
 
