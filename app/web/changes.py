@@ -8,16 +8,13 @@ from fastapi.responses import HTMLResponse
 
 from app.inbox import ClusterOut
 from app.inbox import clusters as inbox_clusters
+from app.revisions import ChangeOut, recent_changes
 from app.web import routers
 from app.web.auth import Editor
 from app.web.deps import MAX_STORED_INT, SessionDep
 from app.web.entries.editor import MAX_PREFILL_MESSAGE
 from app.web.http import errors, public_base, render
 from app.web.runtime import runtime_of
-from app.wiki import (
-    ChangeOut,
-    recent_changes,
-)
 
 api_router = routers.api_router()
 

@@ -14,6 +14,7 @@ from app.catalog import NotFound
 from app.drafts import BLANK_MESSAGE, draft_markdown
 from app.matching import SignatureMatcher
 from app.rendering import render_body
+from app.revisions import diff_html, revision_detail
 from app.web import routers
 from app.web.auth import Editor, form_fields
 from app.web.deps import SessionDep
@@ -26,8 +27,6 @@ from app.wiki import (
     TesterResult,
     archive,
     check_draft,
-    diff_html,
-    revision_detail,
     save_draft,
     try_paste,
 )

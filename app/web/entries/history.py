@@ -7,23 +7,22 @@ from sqlmodel import Session
 
 from app import storage
 from app.diffs import side_by_side
+from app.revisions import (
+    RevisionDetail,
+    RevisionDiff,
+    RevisionOut,
+    diff_html,
+    revision_detail,
+    revision_diff,
+    revision_history,
+)
 from app.web import routers
 from app.web.auth import Editor
 from app.web.deps import MAX_STORED_INT, RevisionNumber, SessionDep
 from app.web.entries.editor import editor_page
 from app.web.http import errors, render, see_other
 from app.web.runtime import runtime_of
-from app.wiki import (
-    RevisionDetail,
-    RevisionDiff,
-    RevisionOut,
-    SaveRefused,
-    diff_html,
-    restore,
-    revision_detail,
-    revision_diff,
-    revision_history,
-)
+from app.wiki import SaveRefused, restore
 
 api_router = routers.api_router()
 
