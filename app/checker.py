@@ -29,8 +29,8 @@ def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def load_entry_files(paths: Sequence[Path]) -> list[EntryDocument]:
-    return [read_entry_file(path) for path in paths]
+def load_entry_files(paths: Sequence[Path], html: bool = True) -> list[EntryDocument]:
+    return [read_entry_file(path, html=html) for path in paths]
 
 
 def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
@@ -310,13 +310,14 @@ class CheckReport:
 def check_paths(paths: Sequence[Path]) -> CheckReport:
     """Check the named files and folders; sibling entries give context for links and collisions."""
     files = collect_entry_files(paths)
-    docs = load_entry_files(files)
+    # A check shows no page: the bodies are parsed, not rendered to HTML.
+    docs = load_entry_files(files, html=False)
     checked = {Path(d.path).resolve() for d in docs}
     context: list[EntryDocument] = []
     for folder in {f.resolve().parent for f in files}:
         for sibling in collect_entry_files([folder]):
             if sibling.resolve() not in checked:
-                context.append(read_entry_file(sibling))
+                context.append(read_entry_file(sibling, html=False))
     problems = [p for d in docs for p in d.problems]
     problems += duplicate_id_problems(docs)
     all_docs = docs + context

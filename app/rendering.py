@@ -197,12 +197,14 @@ def _join(parts: list[str]) -> str:
     return "\n".join(part for part in parts if part)
 
 
-def render_body(markdown: str) -> RenderedBody:
+def render_body(markdown: str, html: bool = True) -> RenderedBody:
+    """`html=False`: everything but the HTML (left empty), for a check that shows no page:
+    highlighting the code blocks is most of what rendering costs."""
     md = _markdown()
     tokens = md.parse(markdown)
     found = _collect(tokens)
     return RenderedBody(
-        html=md.renderer.render(tokens, md.options, {}),
+        html=md.renderer.render(tokens, md.options, {}) if html else "",
         snippets=found.snippets,
         headings=found.headings,
         prose=_join(found.prose),
