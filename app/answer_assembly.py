@@ -7,7 +7,7 @@ from either. Nothing here reads a database itself; `EntryReads` is how it asks.
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from app.answer_shapes import (
     Answer,
@@ -22,12 +22,14 @@ from app.answer_shapes import (
     WhyOut,
     entry_url,
 )
-from app.answer_tokens import AnswerSigner
 from app.fingerprints import paste_fingerprint
 from app.matching.paste_matcher import PasteMatches
 from app.normalization import normalize_message
 from app.torch_versions import outside_range, paste_torch_version
 from app.tracebacks import ParsedPaste
+
+if TYPE_CHECKING:
+    from app.answer_tokens import AnswerSigner  # imports the database's libraries
 
 MAX_MATCHES = 5
 MAX_RELATED = 5
@@ -195,7 +197,7 @@ def assemble_answer(
     parsed: ParsedPaste,
     result: PasteMatches,
     reads: EntryReads,
-    signer: AnswerSigner | None = None,
+    signer: "AnswerSigner | None" = None,
 ) -> Answer:
     """The answer to `text` (read as `parsed`) that the matcher found `result` for."""
     found = result.matches[:MAX_MATCHES]

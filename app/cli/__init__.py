@@ -19,7 +19,7 @@ from app.cli import (  # noqa: F401
     show,
     verification,
 )
-from app.cli.group import CannotRun, cli
+from app.cli.group import CannotRun, cli, reader_gone
 from app.settings import SettingsError, load_settings
 
 __all__ = ["CannotRun", "cli", "main"]
@@ -28,6 +28,8 @@ __all__ = ["CannotRun", "cli", "main"]
 def main() -> None:
     try:
         cli()
+    except BrokenPipeError:
+        reader_gone()
     except Exception as exc:
         # A start that failed for a reason the operator can fix is one sentence and exit 2.
         from app.bootstrap import startup_problem

@@ -1,9 +1,13 @@
 """What every `pitfalls` command shares: the group, the settings, the database, and the
 exit code 2 of a command that could not run."""
 
+import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -47,7 +51,27 @@ def _database() -> Iterator:
         engine.dispose()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The group; a reader that went away (`pitfalls match … | head -2`) ends the command
+    quietly with exit 0, as `cat` or `grep` would, instead of a traceback or exit 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            reader_gone()
+
+
+def reader_gone() -> NoReturn:
+    """Exit 0 with standard output pointed at the null device: the interpreter's last flush
+    then has nowhere to fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pitfalls")
 def cli() -> None:
     """A searchable knowledge base of PyTorch pitfalls."""

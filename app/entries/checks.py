@@ -5,18 +5,17 @@ Each appends its `Problem`s to the document, at the file line of the field or sn
 
 import ast
 import re
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from app.drafts import TEMPLATE_PLACEHOLDERS
-from app.entries.document import EntryDocument, Problem
-from app.entries.front_matter import ID_PATTERN, TAG_PATTERN, WORDING_SOURCE_PATTERN, FrontMatter
 from app.column_limits import (
     ENTRY_ID_LENGTH,
     ENTRY_VERSIONS_LENGTH,
     SIGNATURE_EXCEPTION_LENGTH,
 )
+from app.drafts import TEMPLATE_PLACEHOLDERS
+from app.entries.document import EntryDocument, Problem
+from app.entries.front_matter import ID_PATTERN, TAG_PATTERN, WORDING_SOURCE_PATTERN, FrontMatter
 from app.signatures import PatternError, compile_pattern, split_exception_line
 
 RECOMMENDED_SECTIONS = ("What you see", "Why it happens", "Fix")
