@@ -294,3 +294,49 @@ def build_show_data(engine: "Engine") -> dict:
             if details is not None:
                 entries[entry_id] = details.model_dump(mode="json")
     return {"entries": entries}
+
+
+# -- pitfalls check ------------------------------------------------------------------------
+
+MAX_SIBLINGS = 20_000  # files remembered; past that only the last check's are kept
+
+
+class SiblingCache:
+    """`checker.SiblingMemo` kept in the data dir: what `pitfalls check` read of the entry
+    files beside the ones it checks, by their bytes, under this code's stamp (a file read by
+    other checker code is read again)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.key = (__version__, _code_stamp())
+        data = read_cache(path, self.key) or {}
+        known = data.get("facts")
+        self._known: dict[bytes, tuple] = known if isinstance(known, dict) else {}
+        self._used: dict[bytes, tuple] = {}
+        self._added = False
+
+    def get(self, key: bytes):
+        from app.checker import SiblingFacts
+
+        plain = self._known.get(key)
+        if plain is None:
+            return None
+        try:
+            facts = SiblingFacts.from_plain(plain)
+        except (TypeError, ValueError):
+            return None  # another shape: read the file again
+        self._used[key] = plain
+        return facts
+
+    def put(self, key: bytes, facts) -> None:
+        self._used[key] = facts.plain()
+        self._added = True
+
+    def save(self) -> None:
+        """Keep what this check read (a read-only data dir only costs the time next run)."""
+        if not self._added:
+            return
+        merged = {**self._known, **self._used}
+        facts = merged if len(merged) <= MAX_SIBLINGS else self._used
+        with contextlib.suppress(OSError):
+            write_cache(self.path, self.key, {"facts": facts})
