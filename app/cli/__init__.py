@@ -20,7 +20,6 @@ from app.cli import (  # noqa: F401
     verification,
 )
 from app.cli.group import CannotRun, cli, reader_gone
-from app.settings import SettingsError, load_settings
 
 __all__ = ["CannotRun", "cli", "main"]
 
@@ -33,6 +32,7 @@ def main() -> None:
     except Exception as exc:
         # A start that failed for a reason the operator can fix is one sentence and exit 2.
         from app.bootstrap import startup_problem
+        from app.settings import SettingsError, load_settings
 
         try:
             settings = load_settings()

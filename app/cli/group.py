@@ -7,12 +7,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from app import __version__
-from app.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:  # pydantic-settings is imported by the commands that read settings
+    from app.settings import Settings
 
 
 class CannotRun(click.ClickException):
@@ -21,19 +23,21 @@ class CannotRun(click.ClickException):
     exit_code = 2
 
 
-def _settings() -> Settings:
+def _settings() -> "Settings":
+    from app.settings import SettingsError, load_settings
+
     try:
         return load_settings()
     except SettingsError as exc:
         raise CannotRun(str(exc)) from None
 
 
-def _content_dir(settings: Settings) -> Path:
+def _content_dir(settings: "Settings") -> Path:
     assert settings.content_dir is not None  # filled in when the settings are read
     return settings.content_dir
 
 
-def _index_dir(settings: Settings) -> Path:
+def _index_dir(settings: "Settings") -> Path:
     assert settings.index_dir is not None  # filled in when the settings are read
     return settings.index_dir
 
