@@ -61,8 +61,12 @@ class RemotePitfalls:
     def match(self, text: str) -> dict:
         return self._call("POST", "/api/v1/match", {"text": text}) or {}
 
-    def search(self, query: str, kind: str | None, tag: str | None, limit: int) -> dict:
+    def search(
+        self, query: str, kind: str | None, tag: str | None, limit: int, page: int = 1
+    ) -> dict:
         params = {"q": query, "limit": str(limit)}
+        if page > 1:
+            params["page"] = str(page)
         params.update({k: v for k, v in (("kind", kind), ("tag", tag)) if v})
         return self._call("GET", "/api/v1/search?" + urllib.parse.urlencode(params)) or {}
 

@@ -4,17 +4,19 @@
 with the functions here, so an entry is judged the same way wherever it comes from.
 """
 
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from app.entries import EntryDocument, Problem, read_entry_file
+from app.entries.reading import parse_entry_bytes, read_entry_bytes
 from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
 from app.matching.likely import EntryText
 from app.matching.signature_tier import known_matches, match_paste
 from app.rendering import markdown_section
-from app.signatures import PatternError, compile_pattern
+from app.signatures import PatternError, compile_pattern, literal_length
 from app.tracebacks import parse_traceback
 
 
@@ -29,8 +31,8 @@ def collect_entry_files(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def load_entry_files(paths: Sequence[Path]) -> list[EntryDocument]:
-    return [read_entry_file(path) for path in paths]
+def load_entry_files(paths: Sequence[Path], html: bool = True) -> list[EntryDocument]:
+    return [read_entry_file(path, html=html) for path in paths]
 
 
 def signature_records(docs: Iterable[EntryDocument]) -> list[SignatureRecord]:
@@ -265,14 +267,16 @@ def near_duplicate_tags(a: str, b: str) -> bool:
 
 
 def tag_spelling_problems(
-    docs: Sequence[EntryDocument], context: Sequence[EntryDocument] = ()
+    docs: Sequence[EntryDocument], context: Sequence[tuple[str, Sequence[str]]] = ()
 ) -> list[Problem]:
-    """A warning at each tag of `docs` that another entry (of `docs` or `context`) spells
-    another way: a tag filter finds only one spelling, so the corpus should use one."""
+    """A warning at each tag of `docs` that another entry (of `docs`, or a (file name, tags)
+    of `context`) spells another way: a tag filter finds only one spelling, so the corpus
+    should use one."""
     users: dict[str, list[str]] = {}
-    for doc in [*docs, *context]:
-        for tag in doc.front.tags if doc.front is not None else ():
-            users.setdefault(tag, []).append(Path(doc.path).name)
+    own = [(Path(d.path).name, d.front.tags if d.front is not None else ()) for d in docs]
+    for name, tags in [*own, *context]:
+        for tag in tags:
+            users.setdefault(tag, []).append(name)
     problems = []
     for doc in docs:
         for index, tag in enumerate(doc.front.tags if doc.front is not None else ()):
@@ -307,23 +311,93 @@ class CheckReport:
         return [p for p in self.problems if p.severity == "warning"]
 
 
-def check_paths(paths: Sequence[Path]) -> CheckReport:
-    """Check the named files and folders; sibling entries give context for links and collisions."""
+@dataclass(frozen=True)
+class SiblingFacts:
+    """What a check needs of an entry file it does not report on: the context of the ones it
+    does (its id for links, its signatures for collisions, its tags for spellings)."""
+
+    name: str  # the file's name
+    entry_id: str | None  # None: no readable front-matter
+    ok: bool
+    tags: tuple[str, ...]
+    records: tuple[SignatureRecord, ...]
+
+    @classmethod
+    def of(cls, doc: EntryDocument) -> "SiblingFacts":
+        front = doc.front
+        return cls(
+            name=Path(doc.path).name,
+            entry_id=front.id if front is not None else None,
+            ok=doc.ok,
+            tags=tuple(front.tags) if front is not None else (),
+            records=tuple(signature_records([doc])),
+        )
+
+    def plain(self) -> tuple:
+        rows = tuple(
+            (r.entry_id, r.position, r.message, r.example, r.exception, r.frame, r.context)
+            for r in self.records
+        )
+        return (self.name, self.entry_id, self.ok, self.tags, rows)
+
+    @classmethod
+    def from_plain(cls, data: tuple) -> "SiblingFacts":
+        name, entry_id, ok, tags, rows = data
+        return cls(name, entry_id, ok, tuple(tags), tuple(SignatureRecord(*r) for r in rows))
+
+
+class SiblingMemo(Protocol):
+    """Facts of sibling files already read, by the digest of their bytes (`local_cache`)."""
+
+    def get(self, key: bytes) -> SiblingFacts | None: ...
+
+    def put(self, key: bytes, facts: SiblingFacts) -> None: ...
+
+
+def sibling_facts(path: Path, memo: SiblingMemo | None = None) -> SiblingFacts:
+    """The facts of the entry file `path`: from `memo` when a file with the same name and
+    bytes was read before, else read now (parsed, not rendered)."""
+    if memo is None:
+        return SiblingFacts.of(read_entry_file(path, html=False))
+    try:
+        data = read_entry_bytes(path)
+    except OSError:
+        return SiblingFacts.of(read_entry_file(path, html=False))  # the read reports it
+    key = hashlib.blake2b(data, digest_size=16, person=b"pitfalls-sibling")
+    key.update(path.name.encode("utf-8", "surrogateescape"))
+    digest = key.digest()
+    facts = memo.get(digest)
+    if facts is None:
+        facts = SiblingFacts.of(
+            parse_entry_bytes(data, str(path), expected_id=path.stem, html=False)
+        )
+        memo.put(digest, facts)
+    return facts
+
+
+def check_paths(paths: Sequence[Path], memo: SiblingMemo | None = None) -> CheckReport:
+    """Check the named files and folders; sibling entries give context for links and collisions
+    (`memo`: what was read of them before, so that checking one file reads one file)."""
     files = collect_entry_files(paths)
-    docs = load_entry_files(files)
+    # A check shows no page: the bodies are parsed, not rendered to HTML.
+    docs = load_entry_files(files, html=False)
     checked = {Path(d.path).resolve() for d in docs}
-    context: list[EntryDocument] = []
+    context: list[SiblingFacts] = []
     for folder in {f.resolve().parent for f in files}:
         for sibling in collect_entry_files([folder]):
             if sibling.resolve() not in checked:
-                context.append(read_entry_file(sibling))
+                context.append(sibling_facts(sibling, memo))
     problems = [p for d in docs for p in d.problems]
     problems += duplicate_id_problems(docs)
-    all_docs = docs + context
-    known = {d.front.id for d in all_docs if d.front is not None}
+    known = {d.front.id for d in docs if d.front is not None}
+    known |= {c.entry_id for c in context if c.entry_id is not None}
     problems += related_problems(docs, known)
-    matcher = SignatureMatcher(signature_records(d for d in all_docs if d.ok))
+    records = signature_records(d for d in docs if d.ok)
+    records += [r for c in context if c.ok for r in c.records]
+    # Every pattern of a file without errors compiles (its own check compiled it): each is
+    # compiled again only when an example or wording reaches it.
+    matcher = SignatureMatcher(records, specificities=[literal_length(r.message) for r in records])
     problems += collision_problems([d for d in docs if d.ok], matcher)
     problems += wording_problems([d for d in docs if d.ok], matcher)
-    problems += tag_spelling_problems(docs, context)
+    problems += tag_spelling_problems(docs, [(c.name, c.tags) for c in context])
     return CheckReport(docs=docs, problems=sorted(set(problems)))

@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from app import storage
+from app.answer_shapes import OutcomeStats, SnippetOut, entry_url
 from app.models import Snippet, UtcTimestamp
-from app.outcomes import OutcomeStats
 from app.outcomes import stats as outcome_stats
 
 
@@ -21,17 +21,6 @@ class SignatureOut(BaseModel):
     frame: str | None
     context: str | None = None
     example: str
-
-
-class SnippetOut(BaseModel):
-    role: str
-    options: dict[str, str]
-    code: str
-    line: int
-
-    @classmethod
-    def of(cls, row: Snippet) -> "SnippetOut":
-        return cls(role=row.role, options=row.options, code=row.code, line=row.line)
 
 
 class VerificationOut(BaseModel):
@@ -125,10 +114,6 @@ def fix_first(html: str) -> tuple[str, str]:
         if heading and _TAG.sub("", heading[3]).strip().lower().startswith(("fix", "the fix")):
             return intro + section, "".join(sections[:index] + sections[index + 1 :])
     return html, ""
-
-
-def entry_url(entry_id: str) -> str:
-    return f"/entries/{entry_id}"
 
 
 _GPU_REASON = re.compile(r"requires (?:cuda|mps)\b")

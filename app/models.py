@@ -17,7 +17,14 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-ENTRY_KINDS = ("error", "warning", "silent", "hang", "perf", "howto")
+from app.column_limits import (
+    ENTRY_ID_LENGTH,
+    ENTRY_KINDS,
+    ENTRY_VERSIONS_LENGTH,
+    SIGNATURE_EXCEPTION_LENGTH,
+)
+
+__all__ = ["ENTRY_KINDS"]  # kept importable from here
 ROLES = ("reader", "editor", "admin")
 TOKEN_SCOPES = ("read", "write")
 SNIPPET_ROLES = ("repro", "fix", "demo")
@@ -78,7 +85,7 @@ def _entry_fk() -> Column:
 class Entry(SQLModel, table=True):
     """The current state of one pitfall; its history is in `Revision`."""
 
-    id: str = Field(primary_key=True, max_length=100)
+    id: str = Field(primary_key=True, max_length=ENTRY_ID_LENGTH)
     title: str = Field(sa_type=Text)
     summary: str = Field(sa_type=Text)
     kind: str = Field(max_length=20, index=True)
@@ -88,7 +95,7 @@ class Entry(SQLModel, table=True):
     questions: list[str] = Field(
         default_factory=list, sa_column_kwargs={"server_default": "[]"}, sa_type=JSON
     )
-    versions: str | None = Field(default=None, max_length=200)
+    versions: str | None = Field(default=None, max_length=ENTRY_VERSIONS_LENGTH)
     related: list[str] = Field(default_factory=list, sa_type=JSON)
     sources: list[str] = Field(default_factory=list, sa_type=JSON)
     body_markdown: str = Field(sa_type=Text)
@@ -113,7 +120,7 @@ class Signature(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     entry_id: str = Field(sa_column=_entry_fk())
     position: int
-    exception: str | None = Field(default=None, max_length=200)
+    exception: str | None = Field(default=None, max_length=SIGNATURE_EXCEPTION_LENGTH)
     message: str = Field(sa_type=Text)
     frame: str | None = Field(default=None, sa_type=Text)
     context: str | None = Field(default=None, sa_type=Text)

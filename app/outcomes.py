@@ -18,6 +18,7 @@ from sqlalchemy import Engine, case, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from app.answer_shapes import OutcomeStats
 from app.answer_tokens import AnswerSigner, AnswerTokenRefused
 from app.errors import PitfallsError
 from app.models import Entry, Outcome, utcnow
@@ -53,16 +54,6 @@ class OutcomeRefused(PitfallsError):
 
     def __init__(self, message: str, status: int = 422) -> None:
         super().__init__(message, status=status)
-
-
-class OutcomeStats(BaseModel):
-    worked: int = 0
-    reports: int = 0
-    failed_notes: list[str] = []  # what was tried when the fix did not help, newest first
-
-    @property
-    def text(self) -> str:
-        return f"fixed it for {self.worked} of {self.reports}" if self.reports else ""
 
 
 class OutcomeOut(BaseModel):

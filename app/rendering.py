@@ -10,17 +10,12 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from mdit_py_plugins.anchors.index import slugify
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
 
 SNIPPET_ROLES = ("repro", "fix", "demo")
 SNIPPET_OPTIONS = ("requires", "timeout")
 MAX_SNIPPET_TIMEOUT_S = 600
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_HTML_FORMATTER = HtmlFormatter(nowrap=True)
 
 
 @dataclass(frozen=True)
@@ -43,14 +38,26 @@ class RenderedBody:
     code: str  # fenced blocks and inline code: identifiers, searched unstemmed
 
 
+@cache
+def _html_formatter():
+    # Pygments is imported by the first page rendered: a check renders none.
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(nowrap=True)
+
+
 def _highlight(code: str, lang: str, _attrs: str) -> str:
     if not lang:
         return ""
+    from pygments import highlight
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
     try:
         lexer = get_lexer_by_name(lang)
     except ClassNotFound:
         return ""  # markdown-it then escapes the code itself
-    return highlight(code, lexer, _HTML_FORMATTER)
+    return highlight(code, lexer, _html_formatter())
 
 
 def _unique_slug(slug: str, taken: set[str], next_suffix: dict[str, int]) -> str:
@@ -197,12 +204,14 @@ def _join(parts: list[str]) -> str:
     return "\n".join(part for part in parts if part)
 
 
-def render_body(markdown: str) -> RenderedBody:
+def render_body(markdown: str, html: bool = True) -> RenderedBody:
+    """`html=False`: everything but the HTML (left empty), for a check that shows no page:
+    highlighting the code blocks is most of what rendering costs."""
     md = _markdown()
     tokens = md.parse(markdown)
     found = _collect(tokens)
     return RenderedBody(
-        html=md.renderer.render(tokens, md.options, {}),
+        html=md.renderer.render(tokens, md.options, {}) if html else "",
         snippets=found.snippets,
         headings=found.headings,
         prose=_join(found.prose),

@@ -20,8 +20,7 @@ from app.cli import (  # noqa: F401
     verification,
     webhooks,
 )
-from app.cli.group import CannotRun, cli
-from app.settings import SettingsError, load_settings
+from app.cli.group import CannotRun, cli, reader_gone
 
 __all__ = ["CannotRun", "cli", "main"]
 
@@ -29,9 +28,12 @@ __all__ = ["CannotRun", "cli", "main"]
 def main() -> None:
     try:
         cli()
+    except BrokenPipeError:
+        reader_gone()
     except Exception as exc:
         # A start that failed for a reason the operator can fix is one sentence and exit 2.
         from app.bootstrap import startup_problem
+        from app.settings import SettingsError, load_settings
 
         try:
             settings = load_settings()

@@ -17,31 +17,81 @@ from app.cli.group import CannotRun, _index_dir, _settings, cli
 @click.option("--page", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--kind", help="Only entries of this kind.")
 @click.option("--tag", help="Only entries with this tag.")
+@click.option("--server", metavar="URL", help="Ask a running Pitfalls server instead.")
 def search(
-    query: tuple[str, ...], as_json: bool, limit: int, page: int, kind: str | None, tag: str | None
+    query: tuple[str, ...],
+    as_json: bool,
+    limit: int,
+    page: int,
+    kind: str | None,
+    tag: str | None,
+    server: str | None,
 ) -> None:
     """Search the knowledge base."""
-    from app.bootstrap import prepare_data
+    text = " ".join(query)
+    if server:
+        from app.answer_sources import RemotePitfalls, SourceError
+
+        try:
+            result = RemotePitfalls(server).search(text, kind, tag, limit, page=page)
+        except SourceError as exc:
+            raise CannotRun(str(exc)) from None
+    else:
+        result = _local_search(text, kind=kind, tag=tag, page=page, limit=limit)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    if result.get("corrected_from"):
+        click.echo(f"showing results for: {result['query']} (typed: {result['corrected_from']})")
+    if result.get("suggestion"):
+        click.echo(f"did you mean: {result['suggestion']}")
+    relaxed = " (some words only)" if result.get("relaxed") else ""
+    click.echo(f"{result.get('total', 0)} result(s){relaxed}")
+    for hit in result.get("hits", []):
+        link = f"  {_link(hit['url'], server)}" if server and hit.get("url") else ""
+        click.echo(f"  {hit['id']:<36} {hit['title']}{link}")
+
+
+def _link(path: str, server: str | None) -> str:
+    """A page's address as printed: absolute when it came from a server."""
+    return f"{server.rstrip('/')}{path}" if server and path.startswith("/") else path
+
+
+def _local_search(text: str, **options) -> dict:
+    """`SearchResult.to_dict()` for `text`. When the index has applied every change the
+    database holds (its mark read with sqlite3), the index is searched as it is, without
+    SQLAlchemy; otherwise the database is prepared and the index brought up to it first."""
+    from app.feed_mark import FeedMark
+    from app.local_cache import read_mark, sqlite_file
     from app.search import SearchService
-    from app.storage import create_db_engine
+    from app.search.index import engine_name, read_state
 
     settings = _settings()
+    database = sqlite_file(settings.database_url)
+    mark = read_mark(database) if database is not None else None
+    state = read_state(_index_dir(settings), engine_name(settings.search_engine))
+    current = (
+        mark is not None
+        and state is not None
+        and state.mark == FeedMark(int(mark[0] or 0), int(mark[1] or 0))
+    )
+    if current:
+        service = SearchService(_index_dir(settings), search_engine=settings.search_engine)
+        try:
+            return service.search(text, **options).to_dict()
+        finally:
+            service.close()
+    from app.bootstrap import prepare_data
+    from app.storage import create_db_engine
+
     engine = create_db_engine(settings)
     prepare_data(settings, engine, ingest="if-empty")
     service = SearchService(_index_dir(settings), engine, search_engine=settings.search_engine)
-    result = service.search(" ".join(query), kind=kind, tag=tag, page=page, limit=limit)
-    service.close()
-    engine.dispose()
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-        return
-    if result.corrected_from:
-        click.echo(f"showing results for: {result.query} (typed: {result.corrected_from})")
-    if result.suggestion:
-        click.echo(f"did you mean: {result.suggestion}")
-    click.echo(f"{result.total} result(s)" + (" (some words only)" if result.relaxed else ""))
-    for hit in result.hits:
-        click.echo(f"  {hit.id:<36} {hit.title}")
+    try:
+        return service.search(text, **options).to_dict()
+    finally:
+        service.close()
+        engine.dispose()
 
 
 def _answer(text: str, server: str | None) -> dict:
@@ -53,6 +103,14 @@ def _answer(text: str, server: str | None) -> dict:
             return RemotePitfalls(server).match(text)
         except SourceError as exc:
             raise CannotRun(str(exc)) from None
+    settings = _settings()
+    # A SQLite database: answered from the data dir's cache (built from the database when it
+    # is missing or stale), without SQLAlchemy. PostgreSQL: read from the database each time.
+    from app.local_cache import answer_from_cache, build_match_data, cached_data
+
+    data = cached_data(settings, "match", build_match_data)
+    if data is not None:
+        return answer_from_cache(text[-settings.max_paste_bytes :], data)
     from sqlmodel import Session
 
     from app.answers import answer_paste
@@ -61,7 +119,6 @@ def _answer(text: str, server: str | None) -> dict:
     from app.matching.paste_matcher import PasteMatcher
     from app.storage import active_entry_texts, active_signature_records, create_db_engine
 
-    settings = _settings()
     engine = create_db_engine(settings)
     prepare_to_read(settings, engine)
     # What the likely tier read of each entry is kept in the data dir: the next command
@@ -83,7 +140,8 @@ def _answer(text: str, server: str | None) -> dict:
         engine.dispose()
 
 
-def _print_answer(answer: dict, err: bool = False) -> None:
+def _print_answer(answer: dict, err: bool = False, server: str | None = None) -> None:
+    """The answer for a terminal; its links absolute when it came from `server`."""
     from app.tracebacks.frames import folded_from_answer, folded_lines
 
     click.echo(answer["message"], err=err)
@@ -107,7 +165,7 @@ def _print_answer(answer: dict, err: bool = False) -> None:
             click.echo("\n  Fix:", err=err)
             for line in match["fix_markdown"].splitlines():
                 click.echo(f"    {line}", err=err)
-        click.echo(f"  more: {match['url']}", err=err)
+        click.echo(f"  more: {_link(match['url'], server)}", err=err)
     if answer["related"]:
         click.echo("\nRelated by text, not a known match:", err=err)
         for related in answer["related"]:
@@ -126,5 +184,5 @@ def match(source, as_json: bool, server: str | None) -> None:
     if as_json:
         click.echo(json.dumps(answer, ensure_ascii=False, indent=2, default=str))
     else:
-        _print_answer(answer)
+        _print_answer(answer, server=server)
     sys.exit(0 if answer["matches"] else 1)

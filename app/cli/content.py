@@ -18,9 +18,17 @@ PROGRESS_MIN_FILES = 50
 def check(paths: tuple[Path, ...], strict: bool) -> None:
     """Check entry files (default: the content folder); report problems as file:line: message."""
     from app.checker import check_paths
+    from app.local_cache import SiblingCache
+    from app.settings import SettingsError, load_settings
 
     targets = list(paths) or [_content_dir(_settings())]
-    report = check_paths(targets)
+    try:  # the files beside the checked ones are remembered in the data dir, when it has one
+        memo = SiblingCache(load_settings().data_dir / "cache" / "cli-check.marshal")
+    except SettingsError:
+        memo = None
+    report = check_paths(targets, memo)
+    if memo is not None:
+        memo.save()
     for problem in report.problems:
         click.echo(str(problem))
     failed = bool(report.errors) or (strict and bool(report.warnings))

@@ -95,7 +95,7 @@ def explain_failure(text: str, *, server: str | None, github: bool, command: str
         else:
             click.echo(f"{who}; its output shows no error: the whole output is read.\n", err=True)
             answer = _answer(text, server)
-    _print_answer(answer, err=True)
+    _print_answer(answer, err=True, server=server)
     if github:
         _to_github(text, answer, failure, server=server, command=command, who=who)
 

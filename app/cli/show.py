@@ -20,8 +20,23 @@ import click
 from app.cli.group import CannotRun, _settings, cli
 
 
+def _archived(entry_id: str) -> click.ClickException:
+    return click.ClickException(
+        f"entry {entry_id!r} is archived; restoring one of its revisions in the wiki brings it back"
+    )
+
+
 def _local_entry(entry_id: str) -> dict | None:
-    """The entry's details from this machine's database (prepared as `match` prepares it)."""
+    """The entry's details from this machine's database (prepared as `match` prepares it):
+    for SQLite, from the data dir's cache of every entry (app.local_cache)."""
+    from app.local_cache import build_show_data, cached_data
+
+    data = cached_data(_settings(), "show", build_show_data)
+    if data is not None:
+        entry = data["entries"].get(entry_id)
+        if entry is not None and entry.get("archived"):
+            raise _archived(entry_id)
+        return entry
     from sqlmodel import Session
 
     from app.bootstrap import prepare_to_read
@@ -37,10 +52,7 @@ def _local_entry(entry_id: str) -> dict | None:
         if details is None:
             return None
         if details.archived:
-            raise click.ClickException(
-                f"entry {entry_id!r} is archived; restoring one of its revisions in the wiki "
-                "brings it back"
-            )
+            raise _archived(entry_id)
         return details.model_dump(mode="json")
     finally:
         engine.dispose()

@@ -5,16 +5,17 @@ Each appends its `Problem`s to the document, at the file line of the field or sn
 
 import ast
 import re
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from sqlalchemy import Column
-from sqlalchemy import inspect as sa_inspect
 
+from app.column_limits import (
+    ENTRY_ID_LENGTH,
+    ENTRY_VERSIONS_LENGTH,
+    SIGNATURE_EXCEPTION_LENGTH,
+)
 from app.drafts import TEMPLATE_PLACEHOLDERS
 from app.entries.document import EntryDocument, Problem
 from app.entries.front_matter import ID_PATTERN, TAG_PATTERN, WORDING_SOURCE_PATTERN, FrontMatter
-from app.models import Entry, Signature
 from app.signatures import PatternError, compile_pattern, split_exception_line
 
 RECOMMENDED_SECTIONS = ("What you see", "Why it happens", "Fix")
@@ -109,23 +110,12 @@ def _check_wordings(doc: EntryDocument) -> None:
             )
 
 
-def _column_length(column: Column[Any]) -> int:
-    # SQLModel's AutoString is a TypeDecorator over String: it answers `length`, but is no String.
-    length = getattr(column.type, "length", None)
-    assert isinstance(length, int), f"{column} has no length"
-    return length
-
-
 # Front-matter values stored in columns of limited length: checked here, so that what passes
 # `pitfalls check` always stores, on SQLite (which would keep it) and PostgreSQL (which refuses).
 _COLUMN_LIMITS = (
-    ("id", lambda _i: ("id",), _column_length(sa_inspect(Entry).columns["id"])),
-    ("versions", lambda _i: ("versions",), _column_length(sa_inspect(Entry).columns["versions"])),
-    (
-        "exception",
-        lambda i: ("signatures", i, "exception"),
-        _column_length(sa_inspect(Signature).columns["exception"]),
-    ),
+    ("id", lambda _i: ("id",), ENTRY_ID_LENGTH),
+    ("versions", lambda _i: ("versions",), ENTRY_VERSIONS_LENGTH),
+    ("exception", lambda i: ("signatures", i, "exception"), SIGNATURE_EXCEPTION_LENGTH),
 )
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import ErrorDetails
 
-from app.models import ENTRY_KINDS
+from app.column_limits import ENTRY_KINDS
 
 EntryKind = Literal["error", "warning", "silent", "hang", "perf", "howto"]
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")

@@ -45,8 +45,11 @@ def _too_large(path: str) -> EntryDocument:
     return doc
 
 
-def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> EntryDocument:
-    """Parse and check one entry; never raises on content, reports problems on the document."""
+def parse_entry(
+    markdown: str, path: str, expected_id: str | None = None, html: bool = True
+) -> EntryDocument:
+    """Parse and check one entry; never raises on content, reports problems on the document.
+    `html=False`: the body's HTML is left empty (a check stores nothing and shows no page)."""
     if len(markdown) > MAX_ENTRY_BYTES or len(markdown.encode("utf-8")) > MAX_ENTRY_BYTES:
         return _too_large(path)
     markdown = markdown.removeprefix("\ufeff").replace("\r\n", "\n")
@@ -125,14 +128,16 @@ def parse_entry(markdown: str, path: str, expected_id: str | None = None) -> Ent
                 Problem(path, doc.line_of(*loc), _describe_validation_error(error, loc))
             )
         return doc
-    doc.rendered = render_body(doc.body)
+    doc.rendered = render_body(doc.body, html=html)
     _check_fields(doc, expected_id)
     _check_body(doc)
     _check_placeholders(doc)
     return doc
 
 
-def parse_entry_bytes(data: bytes, label: str, expected_id: str | None = None) -> EntryDocument:
+def parse_entry_bytes(
+    data: bytes, label: str, expected_id: str | None = None, html: bool = True
+) -> EntryDocument:
     """Decode and parse a file's bytes; bytes that are not UTF-8 become a problem with a line."""
     if len(data) > MAX_ENTRY_BYTES:
         return _too_large(label)
@@ -145,7 +150,7 @@ def parse_entry_bytes(data: bytes, label: str, expected_id: str | None = None) -
         line = data[: exc.start].count(b"\n") + 1
         doc.problems.append(Problem(label, line, f"the file is not UTF-8 text ({exc.reason})"))
         return doc
-    return parse_entry(text, label, expected_id=expected_id)
+    return parse_entry(text, label, expected_id=expected_id, html=html)
 
 
 def read_entry_bytes(path: Path) -> bytes:
@@ -154,7 +159,7 @@ def read_entry_bytes(path: Path) -> bytes:
         return file.read(MAX_ENTRY_BYTES + 1)
 
 
-def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
+def read_entry_file(path: Path, label: str | None = None, html: bool = True) -> EntryDocument:
     """Read and parse `path`; an unreadable file becomes a problem, not an exception."""
     label = label or str(path)
     try:
@@ -165,4 +170,4 @@ def read_entry_file(path: Path, label: str | None = None) -> EntryDocument:
         )
         doc.problems.append(Problem(label, 1, f"the file cannot be read: {exc.strerror or exc}"))
         return doc
-    return parse_entry_bytes(data, label, expected_id=path.stem)
+    return parse_entry_bytes(data, label, expected_id=path.stem, html=html)

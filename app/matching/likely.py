@@ -205,8 +205,10 @@ def _interned(words: Iterable[str]) -> tuple[str, ...]:
 
 def _entry_key(entry: EntryText) -> bytes:
     """An entry's text as a digest: what decides whether an entry must be read again, without
-    holding a second copy of every entry's text."""
-    return hashlib.blake2b(marshal.dumps(astuple(entry)), digest_size=16).digest()
+    holding a second copy of every entry's text. The exception types are sorted: a set's
+    order differs from one process to the next (string hashing), and the key must not."""
+    fields = (*astuple(entry)[:-1], sorted(entry.exception_types))
+    return hashlib.blake2b(marshal.dumps(fields), digest_size=16).digest()
 
 
 def _read_entry(entry: EntryText) -> "_Doc":
@@ -245,28 +247,37 @@ def read_saved_documents(path: Path) -> dict[bytes, "_Doc"]:
         data = marshal.loads(path.read_bytes())
         if not isinstance(data, dict) or data.get("code") != _code_digest():
             return {}
-        saved = {}
-        for key, entry_id, types, terms, length, examples in data["docs"]:
-            saved[key] = _Doc(
-                entry_id=entry_id,
-                terms={sys.intern(t): n for t, n in terms.items()},
-                length=length,
-                examples=[_interned(e) for e in examples],
-                exception_types=frozenset(types),
-            )
-        return saved
+        return documents_from_plain(data["docs"])
     except (OSError, ValueError, EOFError, TypeError, KeyError):
         return {}
+
+
+def documents_from_plain(docs: list) -> dict[bytes, "_Doc"]:
+    """The entries `documents_as_plain` wrote (raises on anything else)."""
+    saved = {}
+    for key, entry_id, types, terms, length, examples in docs:
+        saved[key] = _Doc(
+            entry_id=entry_id,
+            terms={sys.intern(t): n for t, n in terms.items()},
+            length=length,
+            examples=[_interned(e) for e in examples],
+            exception_types=frozenset(types),
+        )
+    return saved
+
+
+def documents_as_plain(index: "LikelyIndex") -> list:
+    """What `index` read of each entry, as builtins (for marshal)."""
+    return [
+        (key, doc.entry_id, tuple(doc.exception_types), doc.terms, doc.length, doc.examples)
+        for key, doc in index._doc_of.items()
+    ]
 
 
 def save_documents(index: "LikelyIndex", path: Path) -> None:
     """Keep what `index` read of each entry, so that a short-lived process (`pitfalls match`)
     tokenizes only the entries that changed since."""
-    docs = [
-        (key, doc.entry_id, tuple(doc.exception_types), doc.terms, doc.length, doc.examples)
-        for key, doc in index._doc_of.items()
-    ]
-    payload = marshal.dumps({"code": _code_digest(), "docs": docs})
+    payload = marshal.dumps({"code": _code_digest(), "docs": documents_as_plain(index)})
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, payload)
 

@@ -16,6 +16,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import re2
 
@@ -114,6 +115,23 @@ class _Chunk:
         return chunk
 
 
+class _CompiledWhenUsed:
+    """Patterns (or None) by position, each compiled the first time it is asked for."""
+
+    def __init__(self, patterns: list[str | None]) -> None:
+        self._patterns = patterns
+        self._compiled: dict[int, object] = {}
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    def __getitem__(self, index: int):
+        if index not in self._compiled:
+            pattern = self._patterns[index]
+            self._compiled[index] = compile_pattern(pattern) if pattern else None
+        return self._compiled[index]
+
+
 # Matchers alive in this process, whose compiled patterns and sets a new matcher may reuse: a
 # save or a change from the feed then compiles only the signatures that changed. Weak: a
 # matcher nobody uses any more is not kept alive for this.
@@ -134,17 +152,26 @@ class SignatureMatcher:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         set_memory: int = DEFAULT_SET_MEMORY,
         reuse: bool = True,
+        specificities: Sequence[int] | None = None,
     ) -> None:
         """`reuse`: take what other matchers of this process have compiled (patterns and whole
         sets) for the same signatures; the result matches exactly as a fresh build does. Without
-        it everything is compiled here (what others may then reuse)."""
+        it everything is compiled here (what others may then reuse).
+
+        `specificities`: the records are those of a matcher built before (`records`, each of
+        whose patterns compiled) and these are its `specificities`: each pattern is then
+        compiled when first searched, which a short-lived process (the CLI) mostly never does."""
+        if specificities is not None:
+            self._init_checked(list(records), list(specificities), chunk_size, set_memory)
+            return
         with _donors_lock:
             donors = list(_donors) if reuse else []
         self._compiled: dict[SignatureRecord, tuple] = {}
         self._records: list[SignatureRecord] = []
-        self._regexes = []
-        self._frames = []
-        self._contexts = []
+        # lists here; `_CompiledWhenUsed` for a matcher built from checked records
+        self._regexes: Any = []
+        self._frames: Any = []
+        self._contexts: Any = []
         self._specificity: list[int] = []
         for record in records:
             compiled = self._compiled.get(record)
@@ -198,6 +225,40 @@ class SignatureMatcher:
         self._by_entry: dict[str, list[int]] | None = None
         with _donors_lock:
             _donors.add(self)
+
+    def _init_checked(
+        self,
+        records: list[SignatureRecord],
+        specificities: list[int],
+        chunk_size: int,
+        set_memory: int,
+    ) -> None:
+        if len(specificities) != len(records):
+            raise ValueError("one specificity for each record")
+        self._compiled = {}  # nothing to give other matchers: this one is never a donor
+        self._records = records
+        self._regexes = _CompiledWhenUsed([r.message for r in records])
+        self._frames = _CompiledWhenUsed([r.frame for r in records])
+        self._contexts = _CompiledWhenUsed([r.context for r in records])
+        self._specificity = specificities
+        position = {record: i for i, record in enumerate(records)}
+        self._chunks = []
+        for start in range(0, len(records), chunk_size):
+            try:
+                chunk = _Chunk(records[start : start + chunk_size], set_memory)
+            except re2.error as exc:
+                raise RuntimeError(
+                    "the signature set did not compile within its memory budget"
+                ) from exc
+            self._chunks.append(chunk.placed(position))
+        self.fallbacks = 0
+        self._caseless = {}
+        self._by_entry = None
+
+    @property
+    def specificities(self) -> list[int]:
+        """Each record's literal length, in `records` order (see `__init__`)."""
+        return list(self._specificity)
 
     def __len__(self) -> int:
         return len(self._records)

@@ -8,6 +8,8 @@ only for the page shown (marked by `app.search.highlight`). What a search return
 `app.search.results`.
 """
 
+from __future__ import annotations
+
 import contextlib
 import logging
 import math
@@ -16,16 +18,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
 from whoosh.analysis import STOP_WORDS
 from whoosh.qparser import OrGroup
 from whoosh.query import And, AndNot, Every, Query, Term
 
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
-from app.change_feed import ChangeWatcher
 from app.errors import PitfallsError
+from app.feed_mark import FeedMark
 from app.metrics import SEARCH_SECONDS
 from app.search.engine import Collected, EngineIndex, EngineReader
 from app.search.highlight import mark_terms
@@ -39,7 +40,11 @@ from app.search.index import (
 )
 from app.search.query import ReadQuery, read_query
 from app.search.results import SearchHit, SearchResult
-from app.storage import FeedMark
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from app.change_feed import ChangeWatcher
 
 __all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "SearchTooSlow"]
 
@@ -107,7 +112,11 @@ class SearchService:
         self.budget_ms = budget_ms
         self.search_engine = engine_name(search_engine)
         self._backend = load_engine(self.search_engine)
-        self._watcher = ChangeWatcher(engine, check_interval_ms) if engine is not None else None
+        self._watcher: ChangeWatcher | None = None
+        if engine is not None:  # without one (the CLI on a current index) SQLAlchemy stays out
+            from app.change_feed import ChangeWatcher
+
+            self._watcher = ChangeWatcher(engine, check_interval_ms)
         self._lock = threading.Lock()
         self._generation: Path | None = None
         self._ix: EngineIndex | None = None

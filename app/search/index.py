@@ -20,6 +20,8 @@ and it counts. When the changes applied do not add up to the feed's count (a cha
 the window, a restored database), the index is rebuilt.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import os
@@ -29,16 +31,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine
-from sqlmodel import Session
-
-from app import storage
+from app.feed_mark import FeedMark
 from app.files import write_atomically
-from app.models import Entry, Signature
-from app.rendering import extract_text
-from app.search.engine import SearchEngine
-from app.search.glossary import expansions
+
+if TYPE_CHECKING:  # the database's libraries are imported by the functions that read it
+    from sqlalchemy import Engine
+    from sqlmodel import Session
+
+    from app.models import Entry, Signature
+    from app.search.engine import SearchEngine
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +87,8 @@ class IndexState:
     engine: str = "whoosh"  # the search engine that wrote the generation
 
     @property
-    def mark(self) -> storage.FeedMark:
-        return storage.FeedMark(self.count, self.seq)
+    def mark(self) -> FeedMark:
+        return FeedMark(self.count, self.seq)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -103,6 +106,9 @@ class IndexState:
 
 def document_for(entry: Entry, signatures: Iterable[Signature]) -> dict:
     """The index document of one entry; the only place that decides what is searchable."""
+    from app.rendering import extract_text
+    from app.search.glossary import expansions
+
     text = extract_text(entry.body_markdown)
     # The example already starts with its exception type; the name is added only when it does not.
     signature_text = "\n".join(
@@ -187,6 +193,8 @@ class FeedPosition:
 
 
 def _feed_position(session: Session) -> FeedPosition:
+    from app import storage
+
     # Documents are read after this: a change committing meanwhile may be in them without being
     # counted here, and is then applied once more by the next catch-up (harmless).
     count, recent = storage.newest_change_numbers(session, window=FEED_WINDOW)
@@ -194,6 +202,10 @@ def _feed_position(session: Session) -> FeedPosition:
 
 
 def _entry_documents(engine: Engine) -> tuple[FeedPosition, list[dict]]:
+    from sqlmodel import Session
+
+    from app import storage
+
     with Session(engine) as session:
         position = _feed_position(session)
         signatures: dict[str, list[Signature]] = {}
@@ -297,6 +309,10 @@ def update_index(
     """Apply every change the index has not applied; rebuild when there is no usable index, or
     when the changes applied do not add up to the feed (see the module's docstring).
     `on_rebuild` hears why, just before a rebuild starts."""
+    from sqlmodel import Session
+
+    from app import storage
+
     name = engine_name(search_engine)
     state = read_state(index_dir, name)
     if state is None or state.count < 0:

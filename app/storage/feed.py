@@ -7,7 +7,10 @@ from typing import NamedTuple
 from sqlalchemy import func, text
 from sqlmodel import Session, col, select
 
+from app.feed_mark import FeedMark
 from app.models import Change, Outcome, Verification
+
+__all__ = ["FeedMark"]  # defined in app.feed_mark, kept importable from here
 
 # A PostgreSQL advisory lock key (a 64-bit number no other program on the database uses).
 FEED_LOCK_KEY = 0x7069746661_02  # change-feed writers: sequence order is commit order
@@ -18,15 +21,6 @@ FEED_WRITTEN = "pitfalls_feed_written"  # Session.info flag: this transaction wr
 
 def current_change_seq(session: Session) -> int:
     return session.exec(select(func.coalesce(func.max(Change.seq), 0))).one() or 0
-
-
-class FeedMark(NamedTuple):
-    """How many changes the feed holds and its highest sequence number: a cache that has applied
-    as many changes as there are, up to the same number, has missed none (sequence numbers have
-    gaps, where a transaction rolled back, so the highest number alone cannot tell)."""
-
-    count: int  # type: ignore[assignment]  # shadows tuple.count(), which nothing calls
-    seq: int
 
 
 def feed_mark(session: Session) -> FeedMark:
