@@ -298,7 +298,11 @@ def _edit_flow(page) -> None:
     # Fix the problem in the editor; the list follows the typing without a reload.
     for hint in TEMPLATE_PLACEHOLDERS:  # the editor's hints, an error until replaced
         draft = draft.replace(hint, "The team wrote this.")
-    source.fill(draft.replace("summary: ''", "summary: The shard index runs past the bucket."))
+    # The code editor stands in for the textarea and keeps it equal to what it shows.
+    page.locator("section.editor[data-code-editor=ready]").wait_for()
+    fixed = draft.replace("summary: ''", "summary: The shard index runs past the bucket.")
+    page.locator("#markdown-editor .cm-content").fill(fixed)
+    assert source.input_value() == fixed
     page.locator("#problems li.none", has_text="No problems found").wait_for()
     assert page.locator("#problem-count").inner_text() == "0"
     page.fill("#paste", UNKNOWN_PASTE.replace("17", "20").replace("train_a", "val_b"))
