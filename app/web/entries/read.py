@@ -121,12 +121,36 @@ def entries_page(
     return render(request, "entries.html", {"listing": listing})
 
 
+UNCHANGED = "unchanged"  # `?saved=unchanged`: a save of the text the entry already had
+
+
+def saved_notice(saved: str | None, revision: int) -> str | None:
+    """What the page says after the editor's save redirected to it (`?saved=<revision>`);
+    nothing for a revision the entry does not have."""
+    if saved == UNCHANGED:
+        return f"Nothing to save: the text is already revision {revision}."
+    if saved is not None and saved.isdigit() and 1 <= int(saved) <= revision:
+        return f"Saved as revision {int(saved)}."
+    return None
+
+
 @page_router.get("/entries/{entry_id}", response_class=HTMLResponse)
-def entry_page(request: Request, entry_id: str, session: SessionDep):
+def entry_page(
+    request: Request,
+    entry_id: str,
+    session: SessionDep,
+    saved: str | None = Query(None, max_length=20, description="The revision a save made."),
+):
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
     first, rest = fix_first(details.html)
     toc = table_of_contents(first + rest)
-    context = {"entry": details, "first": first, "rest": rest, "toc": toc}
+    context = {
+        "entry": details,
+        "first": first,
+        "rest": rest,
+        "toc": toc,
+        "saved": saved_notice(saved, details.revision),
+    }
     return render(request, "entry.html", context, f"/api/v1/entries/{entry_id}")
