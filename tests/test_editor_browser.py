@@ -16,6 +16,7 @@ from tests.test_browser import (  # noqa: F401 (browser is a fixture)
     _add_editor,
     browser,
     page_opener,
+    set_code_editor_text,
 )
 
 pytestmark = pytest.mark.e2e
@@ -121,7 +122,7 @@ def test_the_code_editor_wraps_numbers_lines_and_marks_the_problem_line(
     assert lines[MISTAKE_LINE - 1].startswith("tags: [")
     lines[MISTAKE_LINE - 1] = lines[MISTAKE_LINE - 1].replace("tags: [", "tags [", 1)  # no colon
     broken = "\n".join(lines) + "\n" + LONG_LINE + "\n"
-    _checked_after(page, lambda: page.locator("#markdown-editor .cm-content").fill(broken))
+    _checked_after(page, lambda: set_code_editor_text(page, broken))
     assert page.locator("#markdown").input_value() == broken  # the form posts what is shown
 
     # The check's problem is on the mistake's own line, in the list and in the editor.
