@@ -4,6 +4,13 @@
   // The path the site is served under ("" or a proxy's sub-path such as "/kb").
   const ROOT = document.body.dataset.root || "";
 
+  // The "Saved" notice belongs to the save that led here, not to a reload or a copied link.
+  if (document.getElementById("saved")) {
+    const url = new URL(location.href);
+    url.searchParams.delete("saved");
+    history.replaceState(history.state, "", url);
+  }
+
   // "/" focuses the search box, as on most sites with one.
   document.addEventListener("keydown", (event) => {
     const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName);
@@ -203,6 +210,9 @@
     let unsaved = false;
 
     const goToLine = (line) => {
+      // The code editor (editor.js), when it has replaced the textarea, moves its own cursor.
+      const moved = new CustomEvent("editor-goto", { detail: { line }, cancelable: true });
+      if (!source.dispatchEvent(moved)) return;
       const lines = source.value.split("\n");
       const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
       source.focus();
@@ -230,10 +240,11 @@
       problems.replaceChildren(...list.map((p) => {
         const item = document.createElement("li");
         item.className = p.severity;
+        item.dataset.line = String(p.line);
         const button = text("button", `line ${p.line}`, "line");
         button.type = "button";
         button.dataset.line = String(p.line);
-        item.append(button, " ", p.message);
+        item.append(button, " ", text("span", p.message, "message"));
         return item;
       }));
     };

@@ -35,13 +35,44 @@ def test_unclosed_front_matter_is_reported():
     )
 
 
-def test_bad_yaml_reports_its_line():
-    text = entry_text().replace("tags: [tensor]", "tags: [tensor")
+# A YAML mistake on the file's line 6 (`tags: [tensor]` in entry_text()); the scanner notices
+# most of these only on a later line, which is not where the mistake is.
+YAML_MISTAKES_ON_LINE_6 = {
+    "bracket never closed": ("tags: [tensor]", "tags: [tensor"),
+    "key without its colon": ("tags: [tensor]", "tags [tensor]"),
+    "quote never closed": ("tags: [tensor]", "tags: 'tensor"),
+    "colon inside a plain value": ("tags: [tensor]", "tags: a: b"),
+    "unknown escape in double quotes": ("tags: [tensor]", 'tags: "\\("'),
+    "tab as indentation": ("tags: [tensor]", "\ttags: [tensor]"),
+}
+
+
+@pytest.fixture(params=["libyaml", "pure Python"])
+def yaml_loader(request, monkeypatch):
+    """Both of PyYAML's parsers: libyaml's where it is built, PyYAML's own otherwise."""
+    from app.entries import yaml_reader
+
+    if request.param == "pure Python":
+        monkeypatch.setattr(yaml_reader, "_FrontMatterLoader", yaml_reader._PyFrontMatterLoader)
+    elif not hasattr(yaml_reader, "_CFrontMatterLoader"):
+        pytest.skip("PyYAML is built without libyaml here")
+
+
+@pytest.mark.parametrize("mistake", YAML_MISTAKES_ON_LINE_6)
+def test_a_yaml_mistake_is_reported_on_its_own_line(mistake, yaml_loader):
+    old, new = YAML_MISTAKES_ON_LINE_6[mistake]
+    text = entry_text().replace(old, new)
+    assert text.splitlines()[5] == new
     (problem,) = problems_of(text)
-    assert problem.startswith("content/sample-entry.md:")
-    line = int(problem.split(":")[1])
-    assert text.splitlines()[line - 1].startswith(("tags", "signatures"))
-    assert "not valid YAML" in problem
+    assert problem.startswith("content/sample-entry.md:6: front-matter is not valid YAML: ")
+
+
+def test_a_yaml_mistake_found_later_stays_where_the_parser_found_it(yaml_loader):
+    """A list item indented less than its siblings: the mistake is where the parser stopped
+    (line 7), not at the start of the mapping it was reading (line 2)."""
+    text = entry_text().replace("tags: [tensor]", "tags:\n  - tensor\n - memory")
+    (problem,) = problems_of(text)
+    assert problem.startswith("content/sample-entry.md:8: front-matter is not valid YAML")
 
 
 def test_unknown_field_names_the_field_and_its_line():

@@ -216,7 +216,7 @@ def test_browser_writes_need_the_session_csrf_token(wiki: Wiki):
     api = alice.post("/api/v1/drafts/check", json={"markdown": form["markdown"]})
     assert api.status_code == 403  # JSON from a browser session needs the header too
     ok = alice.post("/entries/first-entry/edit", data=form, follow_redirects=False)
-    assert ok.status_code == 303 and ok.headers["location"] == "/entries/first-entry"
+    assert ok.status_code == 303 and ok.headers["location"] == "/entries/first-entry?saved=2"
 
 
 def test_login_cookie_throttling_and_safe_redirects(wiki: Wiki):
@@ -513,6 +513,45 @@ def test_live_check_reports_lines_positions_unmatched_examples_and_collisions(wi
     )
 
 
+def test_live_check_puts_a_yaml_mistake_on_the_files_line_the_editor_shows(wiki: Wiki):
+    """The editor numbers the file's lines (the first `---` is line 1): a key that lost its
+    colon on line 6 is reported on line 6, in the JSON the editor reads and on the page the
+    Check button shows without JavaScript, not on line 7 where the parser noticed it."""
+    text = entry_text("new-one").replace("tags: [tensor]", "tags [tensor]")
+    assert text.split("\n")[5] == "tags [tensor]"
+    checked = wiki.anonymous().post(
+        "/api/v1/drafts/check", json={"markdown": text}, headers=wiki.bearer("ci-bot")
+    )
+    assert checked.status_code == 200
+    (problem,) = checked.json()["problems"]
+    assert problem["line"] == 6 and "not valid YAML" in problem["message"]
+    alice = wiki.login("alice")
+    form = {"markdown": text, "csrf_token": csrf_of(alice.get("/entries/new").text)}
+    page = alice.post("/entries/check", data=form)
+    assert page.status_code == 200
+    assert re.search(r'<li class="error" data-line="6"><button[^>]*>line 6</button>', page.text)
+
+
+def test_a_save_leads_to_the_entry_saying_saved(wiki: Wiki):
+    alice = wiki.login("alice")
+    form = _edit_form(alice, "first-entry")
+    form["message"] = "Say nothing new"
+    same = alice.post("/entries/first-entry/edit", data=form, follow_redirects=False)
+    assert same.headers["location"] == "/entries/first-entry?saved=unchanged"
+    assert (
+        "Nothing to save: the text is already revision 1."
+        in alice.get(same.headers["location"]).text
+    )
+    form["markdown"] = form["markdown"].replace("An error.", "An error, edited.")
+    changed = alice.post("/entries/first-entry/edit", data=form, follow_redirects=False)
+    assert changed.headers["location"] == "/entries/first-entry?saved=2"
+    page = alice.get(changed.headers["location"]).text
+    assert '<p class="created" role="status" id="saved">Saved as revision 2.</p>' in page
+    # A revision the entry does not have, or anything else, says nothing.
+    for odd in ("3", "0", "yes", "<b>2</b>"):
+        assert 'id="saved"' not in alice.get(f"/entries/first-entry?saved={odd}").text
+
+
 def test_starting_an_entry_from_an_unknown_traceback(wiki: Wiki):
     alice = wiki.login("alice")
     paste = (
@@ -541,7 +580,9 @@ def test_starting_an_entry_from_an_unknown_traceback(wiki: Wiki):
         "/api/v1/match",
         json={"text": paste.replace("17", "33").replace("train_a", "val_b")},
     ).json()
-    assert answer["known"] and answer["matches"][0]["url"] == saved.headers["location"], (
+    new_page = saved.headers["location"]
+    assert new_page.endswith("?saved=1")  # the page then says "Saved"
+    assert answer["known"] and answer["matches"][0]["url"] == new_page.removesuffix("?saved=1"), (
         answer["message"],
         answer["parsed"],
         saved.headers["location"],

@@ -18,6 +18,7 @@ from app.revisions import diff_html, revision_detail
 from app.web import routers
 from app.web.auth import Editor, form_fields
 from app.web.deps import SessionDep
+from app.web.entries.read import UNCHANGED
 from app.web.http import ProblemOut, errors, json_body, read_json, render, see_other
 from app.web.runtime import runtime_of
 from app.wiki import (
@@ -271,7 +272,13 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
             refused=exc,
             status_code=exc.status,
         )
-    return see_other(request, f"/entries/{saved.entry.id}")
+    return see_other(request, saved_path(saved.entry.id, saved.entry.revision, "created"))
+
+
+def saved_path(entry_id: str, revision: int, action: str) -> str:
+    """The entry's page after a save, which then says "Saved" (the `saved` query parameter)."""
+    saved = UNCHANGED if action == "unchanged" else str(revision)
+    return f"/entries/{entry_id}?saved={saved}"
 
 
 @page_router.post("/entries/{entry_id}/edit", response_class=HTMLResponse)
@@ -316,7 +323,7 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         merged = saved.merged
         query = f"merged={merged.revision}&from={merged.base_revision}"
         return see_other(request, f"/entries/{entry_id}?{query}")
-    return see_other(request, f"/entries/{entry_id}")
+    return see_other(request, saved_path(saved.entry.id, saved.entry.revision, saved.action))
 
 
 def _conflicting(request: Request, session: Session, keep: dict, exc: EditConflict):

@@ -122,6 +122,19 @@ def entries_page(
     return render(request, "entries.html", {"listing": listing})
 
 
+UNCHANGED = "unchanged"  # `?saved=unchanged`: a save of the text the entry already had
+
+
+def saved_notice(saved: str | None, revision: int) -> str | None:
+    """What the page says after the editor's save redirected to it (`?saved=<revision>`);
+    nothing for a revision the entry does not have."""
+    if saved == UNCHANGED:
+        return f"Nothing to save: the text is already revision {revision}."
+    if saved is not None and saved.isdigit() and 1 <= int(saved) <= revision:
+        return f"Saved as revision {int(saved)}."
+    return None
+
+
 @page_router.get("/entries/{entry_id}", response_class=HTMLResponse)
 def entry_page(
     request: Request,
@@ -131,8 +144,10 @@ def entry_page(
     merged_from: int | None = Query(
         None, alias="from", ge=1, le=MAX_STORED_INT, include_in_schema=False
     ),
+    saved: str | None = Query(None, max_length=20, description="The revision a save made."),
 ):
-    """The entry; `?merged=N&from=B` (where the editor sends a save it merged) says so."""
+    """The entry; `?saved=N` says a save made revision N, and `?merged=N&from=B` (where the
+    editor sends a save it merged) says what it was merged with."""
     details = get_entry_details(session, entry_id)
     if details is None:
         raise HTTPException(404, f"There is no entry {entry_id!r}. Try searching for it.")
@@ -141,5 +156,12 @@ def entry_page(
     merge = None
     if merged is not None and merged_from is not None and merged_from < merged <= details.revision:
         merge = merged_with(session, entry_id, merged_from, merged)
-    context = {"entry": details, "first": first, "rest": rest, "toc": toc, "merge": merge}
+    context = {
+        "entry": details,
+        "first": first,
+        "rest": rest,
+        "toc": toc,
+        "merge": merge,
+        "saved": None if merge else saved_notice(saved, details.revision),
+    }
     return render(request, "entry.html", context, f"/api/v1/entries/{entry_id}")
