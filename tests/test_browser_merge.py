@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import running_server
-from tests.test_browser import ARTIFACTS, _add_editor, browser, page_opener
+from tests.test_browser import ARTIFACTS, _add_editor, browser, page_opener, set_code_editor_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 browser = browser  # the module's Chromium, as a fixture here too
@@ -33,7 +33,7 @@ def _markdown(base: str) -> dict:
 
 
 def _save(page, markdown: str, message: str) -> None:
-    page.fill("#markdown", markdown)
+    set_code_editor_text(page, markdown)  # the code editor keeps the form's textarea in step
     page.fill("#message", message)
     page.click("#save")
 
@@ -66,7 +66,7 @@ def test_two_tabs_edit_different_lines_and_both_are_kept_then_an_overlap_conflic
             text_a = tab_a.locator("#markdown").input_value()
             assert TITLE in text_a
             _save(tab_a, text_a.replace(TITLE, TITLE + " (A)"), "Say which call fails")
-            tab_a.wait_for_url(f"**/entries/{ENTRY}")
+            tab_a.wait_for_url(f"**/entries/{ENTRY}?saved=2")
 
             text_b = tab_b.locator("#markdown").input_value()
             added = "A line the bottom tab adds."

@@ -40,6 +40,7 @@ from app.accounts import (
 from app.settings import SettingsError, load_settings, parse_role_map
 from tests.conftest import REPO, Served, free_port, require
 from tests.oidc_provider import basic_auth
+from tests.test_browser import set_code_editor_text
 
 ROLE_MAP = {"pitfalls-admins": "admin", "ml-team": "editor"}
 ISSUER = "https://id.example.test"
@@ -420,11 +421,11 @@ def test_sign_in_with_the_provider_and_save_an_entry(browser, site: Site):
             "role": "editor",
         }
         assert "olga" in page.locator("header.site nav").inner_text()
-        source = page.locator("#markdown")
-        source.fill(source.input_value() + "\nSigned in through the provider, then saved.\n")
+        source = page.locator("#markdown").input_value()
+        set_code_editor_text(page, source + "\nSigned in through the provider, then saved.\n")
         page.fill("#message", "A sentence from a provider's user")
         page.click("#save")
-        page.wait_for_url(f"{site.base}/entries/{entry}")
+        page.wait_for_url(f"{site.base}/entries/{entry}?saved=*")
         assert "Signed in through the provider, then saved." in page.inner_text("main")
         history = page.context.request.get(f"{site.base}/entries/{entry}/history").text()
         assert "olga" in history
