@@ -37,8 +37,8 @@ from app.search.index import (
     rebuild_index,
     update_index,
 )
-from app.search.query import ReadQuery, read_query
-from app.search.results import SearchHit, SearchResult
+from app.search.query import ReadQuery, has_cjk, read_query, typed_filters
+from app.search.results import FilterDropped, FilterNote, SearchHit, SearchResult
 from app.storage import FeedMark
 
 __all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "SearchTooSlow"]
@@ -49,6 +49,16 @@ MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
 RANK_POOL = 100  # any-word results re-ranked by coverage: the best this many by score
 COVERAGE_POWER = 1.0
+# The relevance floor (`_floor`): (share of the best hit's score, share of the best-covered
+# hit's coverage) a hit needs to be shown; below it a hit is "loosely related", listed apart
+# and not counted. Chosen on tests/data/queries (bench/questions.py: no top-1 or MRR@10 lost
+# on either engine; the lowest answer ranked 2-10 there scores 0.51 of the best in English,
+# 0.14 in Chinese). A Chinese query is read as overlapping bigrams, many of them noise, so
+# its scores are flatter and its floor lower.
+FLOOR = (0.4, 0.5)
+CJK_FLOOR = (0.12, 0.08)
+LOOSE_SHOWN = 10  # loosely related entries listed by title; the rest only counted
+MAX_FILTERS_EXPLAINED = 4  # searches without one filter each, when the filters left nothing
 MAX_QUERY_WORDS = 32  # a pasted log is searched by its first words; each word costs a matcher
 _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
@@ -332,42 +342,123 @@ class SearchService:
         highlights: bool,
         facets: bool,
         correct: bool = True,
+        explain: bool = True,
     ) -> SearchResult:
-        filters = [Term("kind", kind)] if kind else []
-        if tag:
-            filters.append(Term("tags", tag.lower()))
+        filters = self._param_filters(kind, tag)
         read = read_query(text)
+        texts = read.text_parts()
         # A long query is rarely all in one entry: any of its words may match, and entries
-        # with more of its rarer words come first (`_rank_by_coverage`).
-        long_query = len(read.positive_parts()) >= LONG_QUERY_PARTS
+        # with more of its rarer words come first (`_rank_by_coverage`). Field parts stay
+        # filters either way (`QueryBuilder.build`).
+        long_query = len(texts) >= LONG_QUERY_PARTS
         query = self._parse(reader, read, any_part=long_query) if read.parts else Every()
         relaxed = False
-        pool = max(page * limit, RANK_POOL) if long_query else page * limit
+        # Words are ranked from a pool deep enough to find where relevance ends (`_floor`).
+        pool = max(page * limit, RANK_POOL) if texts else page * limit
         collected = self._collect(reader, query, filters, pool)
-        if not collected.total and read.parts and not long_query:
+        if not collected.total and texts and not long_query:
             relaxed_query = self._parse(reader, read, any_part=True)
             if relaxed_query != query:
                 query, relaxed = relaxed_query, True
-                collected = self._collect(reader, query, filters, max(page * limit, RANK_POOL))
+                collected = self._collect(reader, query, filters, pool)
         ranked = collected.ranked
+        coverage: dict[Any, float] | None = None
         if long_query or relaxed:
-            ranked = self._rank_by_coverage(reader, read, ranked)
+            ranked, coverage = self._rank_by_coverage(reader, read, ranked)
         suggestion = self._suggest(reader, text, read) if read.words else None
         if suggestion and correct and (relaxed or not collected.total):
             # A typo: the corrected query's results at once, when they are better.
             args = (reader, kind, tag, page, limit, highlights, facets)
-            better = self._search(suggestion, *args, correct=False)
+            better = self._search(suggestion, *args, correct=False, explain=explain)
             if better.total and (not collected.total or not better.relaxed):
                 better.corrected_from = text
                 better.suggestion = None
                 return better
-        result = SearchResult(query=text, total=collected.total, page=page, limit=limit, hits=[])
-        result.hits = self._page(reader, ranked, query, page, limit, highlights)
+        shown, total = ranked, collected.total
+        loose: list[tuple[float, Any]] = []
+        if texts:
+            floor = CJK_FLOOR if any(has_cjk(p.text) for p in texts) else FLOOR
+            shown, loose, total = self._floor(ranked, coverage, collected.total, floor)
+        result = SearchResult(query=text, total=total, page=page, limit=limit, hits=[])
+        result.hits = self._page(reader, shown, query, page, limit, highlights)
+        result.loose_total = collected.total - total
+        result.loose = self._page(reader, loose, query, 1, LOOSE_SHOWN, False)
         if facets:
-            result.facets = self._facets(reader, collected)
+            narrowed = reader.narrow(collected, [d for _, d in shown]) if loose else collected
+            result.facets = self._facets(reader, narrowed)
         result.relaxed = relaxed
         result.suggestion = suggestion
+        if not total and explain and (filters or typed_filters(text)):
+            result.filter_note = self._explain_filters(reader, text, read, kind, tag)
         return result
+
+    def _param_filters(self, kind: str | None, tag: str | None) -> list[Query]:
+        filters: list[Query] = [Term("kind", kind)] if kind else []
+        if tag:
+            filters.append(Term("tags", tag.lower()))
+        return filters
+
+    def _floor(
+        self,
+        ranked: list[tuple[float, Any]],
+        coverage: dict[Any, float] | None,
+        total: int,
+        floor: tuple[float, float],
+    ) -> tuple[list[tuple[float, Any]], list[tuple[float, Any]], int]:
+        """(shown, loosely related, how many are shown): an entry is shown when it scores at
+        least floor[0] of the best hit's score and covers at least floor[1] of what the
+        best-covered hit covers of the query's weight (`_rank_by_coverage`; an all-words
+        query is covered by every hit). The best hit is always shown. When every ranked hit
+        passes and more matched than were ranked, the floor is out of reach: all are shown."""
+        if not ranked:
+            return ranked, [], total
+        score_floor, coverage_floor = floor
+        lowest = score_floor * ranked[0][0]
+        best_covered = max(coverage.values(), default=0.0) if coverage else 0.0
+        shown: list[tuple[float, Any]] = []
+        loose: list[tuple[float, Any]] = []
+        for item in ranked:
+            covered = coverage.get(item[1], 0.0) if coverage else 1.0
+            passes = item[0] >= lowest and (
+                coverage is None or covered >= coverage_floor * best_covered
+            )
+            (shown if passes or not shown else loose).append(item)
+        if not loose and total > len(ranked):
+            return ranked, [], total
+        return shown, loose, len(shown)
+
+    def _explain_filters(
+        self, reader: EngineReader, text: str, read: ReadQuery, kind: str | None, tag: str | None
+    ) -> FilterNote:
+        """Which of the query's filters left nothing, and what each search without one finds."""
+        builder = reader.query_builder()
+        typed = typed_filters(text)
+        alone = [(label, reader.bound(builder.build(read_query(label)))) for label, _ in typed]
+        params = [(f"kind:{kind}", Term("kind", kind))] if kind else []
+        if tag:
+            params.append((f"tag:{tag}", Term("tags", tag.lower())))
+        checks = alone + params
+        empty = [label for label, query in checks if not reader.collect(query, 1).total]
+        if empty:
+            message = f"No entry has {' or '.join(empty)}."
+        elif len(checks) > 1 and not reader.collect(And([q for _, q in checks]), 1).total:
+            message = f"No entry has {' and '.join(label for label, _ in checks)} together."
+        else:
+            rest = read.plain() or text
+            together = " and ".join(label for label, _ in checks)
+            message = f"No entry with {together} matches “{rest}”."
+        without = []
+        options = [(label, rest, kind, tag) for label, rest in typed]
+        if kind:
+            options.append((f"kind:{kind}", text, None, tag))
+        if tag:
+            options.append((f"tag:{tag}", text, kind, None))
+        for label, rest, kind_left, tag_left in options[:MAX_FILTERS_EXPLAINED]:
+            found = self._search(
+                rest, reader, kind_left, tag_left, 1, 1, False, False, correct=False, explain=False
+            )
+            without.append(FilterDropped(label, rest, kind_left, tag_left, found.total))
+        return FilterNote(message, without)
 
     def _collect(
         self, reader: EngineReader, query: Query, filters: list[Query], limit: int
@@ -376,25 +467,29 @@ class SearchService:
 
     def _rank_by_coverage(
         self, reader: EngineReader, read: ReadQuery, ranked: list[tuple[float, Any]]
-    ) -> list[tuple[float, Any]]:
+    ) -> tuple[list[tuple[float, Any]], dict[Any, float]]:
         """Re-rank any-word results: the score times the share of the query's weight the entry
         covers (each part weighs its inverse document frequency), so an entry with most of
-        the rare words comes before one with a few common words many times."""
+        the rare words comes before one with a few common words many times. Also returns
+        each entry's share. Filters (every hit has them) and words no entry has (no hit can)
+        weigh nothing."""
         builder = reader.query_builder()
         total_docs = max(1, reader.doc_count())
         among = [doc for _score, doc in ranked]
         parts = []
-        for part in read.positive_parts():
+        for part in read.text_parts():
             check_budget()
             count, docs = reader.part_documents(reader.bound(builder.part(part, OrGroup)), among)
-            parts.append((math.log(1 + total_docs / (1 + count)), docs))
+            if count:
+                parts.append((math.log(1 + total_docs / (1 + count)), docs))
         weight = sum(w for w, _ in parts) or 1.0
         rescored = []
+        coverage = {}
         for score, doc in ranked:
-            covered = sum(w for w, docs in parts if doc in docs) / weight
+            covered = coverage[doc] = sum(w for w, docs in parts if doc in docs) / weight
             rescored.append((score * covered**COVERAGE_POWER, doc))
         rescored.sort(key=lambda item: -item[0])
-        return rescored
+        return rescored, coverage
 
     def _page(
         self,
