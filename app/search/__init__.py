@@ -28,7 +28,7 @@ from app.change_feed import ChangeWatcher
 from app.errors import PitfallsError
 from app.metrics import SEARCH_SECONDS
 from app.search.engine import Collected, EngineIndex, EngineReader
-from app.search.highlight import mark_terms
+from app.search.highlight import best_sentence
 from app.search.index import (
     current_generation,
     engine_name,
@@ -43,7 +43,9 @@ from app.storage import FeedMark
 
 __all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "SearchTooSlow"]
 
-HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
+# Where a snippet's sentence comes from, in order of preference on a tie; never the aliases,
+# which are a list of names rather than sentences.
+HIGHLIGHT_FIELDS = ("summary", "body", "signatures", "questions")
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
@@ -251,22 +253,16 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]]) -> str:
-        """The first field that contains a query term, marked around its first occurrences.
+    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]], cjk: bool) -> str:
+        """The sentence of the hit's text that holds most of the query's terms, marked; in the
+        query's script where the hit has one; never from the alias list (`best_sentence`).
 
         Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
         stem with its last letter changed aside) of the words they come from, so the text is
         searched for them with `str.find`, never analyzed (`mark_terms`).
         """
-        for fieldname in HIGHLIGHT_FIELDS:
-            text = hit.get(fieldname)
-            words = needles.get(fieldname)
-            if not text or not words:
-                continue
-            fragment = mark_terms(text, words)
-            if fragment:
-                return fragment
-        return ""
+        fields = [(hit.get(name) or "", needles.get(name, ())) for name in HIGHLIGHT_FIELDS]
+        return best_sentence(fields, cjk)
 
     def search(
         self,
@@ -511,6 +507,7 @@ class SearchService:
                     continue
                 needles.setdefault(fieldname, ())
                 needles[fieldname] += (str(term),)
+        cjk = any(has_cjk(term) for terms in needles.values() for term in terms)
         hits = []
         for score, doc in ranked[(page - 1) * limit : page * limit]:
             stored = reader.stored(doc)
@@ -522,7 +519,7 @@ class SearchService:
                     kind=stored["kind"],
                     tags=[t for t in stored.get("tags", "").split(",") if t],
                     score=round(float(score or 0.0), 4),
-                    highlights=self._highlight(stored, needles) if highlights else "",
+                    highlights=self._highlight(stored, needles, cjk) if highlights else "",
                 )
             )
         return hits

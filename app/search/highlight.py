@@ -1,7 +1,9 @@
-"""Highlights: the fragments of a hit's text around the query's terms, each term in a <mark>.
+"""Highlights: the sentence of a hit that holds most of the query's terms, each in a <mark>.
 
 Terms are index terms (words, identifiers, stems, CJK bigrams), so the text is searched for
-them as substrings, never analyzed again; the output is escaped HTML.
+them as substrings, never analyzed again; the output is escaped HTML. A snippet is one
+sentence (`best_sentence`), trimmed around its marks when it is long, so it never repeats
+itself; a Chinese query's snippet is a sentence with Chinese in it where the hit has one.
 """
 
 import html
@@ -35,7 +37,9 @@ MAX_SPANS = 16  # marks looked for in one text
 _WORD_TAIL = re.compile(r"\w*")
 
 
-def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | None:
+def _found_spans(
+    text: str, terms: tuple[str, ...], max_spans: int = MAX_SPANS
+) -> list[tuple[int, int]] | None:
     """Where `_term_pattern(terms)` matches in `text`, found with `str.find` on the lowered
     text instead: compiling that pattern cost more than the search on a new query. None when
     lowering changes the text's length (then offsets would not line up)."""
@@ -51,7 +55,7 @@ def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | N
             needle = needle[:-1]
         word = not cjk and term[:1].isalnum()
         at, kept = lowered.find(needle), 0
-        while at >= 0 and kept < 4 * MAX_SPANS:
+        while at >= 0 and kept < 4 * max_spans:
             end = at + len(needle)
             stem_fits = not stem_i or lowered[end : end + 1] in ("i", "y")
             starts_word = (
@@ -71,14 +75,17 @@ def _found_spans(text: str, terms: tuple[str, ...]) -> list[tuple[int, int]] | N
         if start >= reached and end > start:
             spans.append((start, end))
             reached = end
-            if len(spans) >= MAX_SPANS:
+            if len(spans) >= max_spans:
                 break
+        elif spans and end > reached:  # overlapping bigrams (显存, 存不): one mark
+            spans[-1] = (spans[-1][0], end)
+            reached = end
     return spans
 
 
-def mark_terms(text: str, terms: tuple[str, ...]) -> str:
-    """Escaped HTML of up to two fragments of `text` around the first places the terms occur,
-    each occurrence in `<mark class="match termN">`; "" when none occurs."""
+def mark_terms(text: str, terms: tuple[str, ...], fragments: int = MAX_FRAGMENTS) -> str:
+    """Escaped HTML of up to `fragments` fragments of `text` around the first places the
+    terms occur, each occurrence in `<mark class="match termN">`; "" when none occurs."""
     terms = tuple(terms)
     found = _found_spans(text, terms)
     if found is None:
@@ -91,9 +98,9 @@ def mark_terms(text: str, terms: tuple[str, ...]) -> str:
         spans.append((start, end, number))
     if not spans:
         return ""
-    fragments: list[str] = []
+    pieces: list[str] = []
     i = 0
-    while i < len(spans) and len(fragments) < MAX_FRAGMENTS:
+    while i < len(spans) and len(pieces) < fragments:
         first = spans[i][0]
         group = [spans[i]]
         i += 1
@@ -115,5 +122,63 @@ def mark_terms(text: str, terms: tuple[str, ...]) -> str:
             out.append(f'<mark class="match term{number}">{mark}</mark>')
             at = end
         out.append(html.escape(text[at:finish], quote=False))
-        fragments.append("".join(out).strip())
-    return " … ".join(fragments)
+        pieces.append("".join(out).strip())
+    return " … ".join(pieces)
+
+
+# A sentence ends at a line break, at ". ", "? ", "! ", "; " or at Chinese end punctuation.
+_SENTENCE_END = re.compile(
+    r"\n+|(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)(?<=[.!?;])\s+|(?<=[。！？；])"
+)
+SENTENCE_SPANS = 64  # marks looked for in one field when choosing its sentence
+
+
+def _term_number(word: str, order: dict[str, int]) -> int:
+    return next((n for term, n in order.items() if word.startswith(term[:-1] or term)), 0)
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    found, at = [], 0
+    for end in _SENTENCE_END.finditer(text):
+        if end.start() > at:
+            found.append((at, end.start()))
+        at = end.end()
+    if at < len(text):
+        found.append((at, len(text)))
+    return found
+
+
+def best_sentence(fields: list[tuple[str, tuple[str, ...]]], cjk: bool) -> str:
+    """The marked sentence, among the texts of `fields` (each with its own terms, in order of
+    preference), that holds the most distinct terms, in the query's script (`cjk`: with Chinese
+    terms marked; otherwise without Chinese); "" when no sentence holds a term."""
+    best: tuple[tuple[int, int, int, int], str, tuple[str, ...]] | None = None
+    for rank, (text, terms) in enumerate(fields):
+        if not text or not terms:
+            continue
+        spans = _found_spans(text, terms, SENTENCE_SPANS)
+        if spans is None:
+            spans = [m.span() for m in _term_pattern(terms).finditer(text)][:SENTENCE_SPANS]
+        if not spans:
+            continue
+        order = {term: n for n, term in enumerate(dict.fromkeys(terms))}
+        sentences = _sentences(text)
+        at = 0
+        for index, (start, end) in enumerate(sentences):
+            numbers, script = set(), False
+            while at < len(spans) and spans[at][0] < end:
+                if spans[at][0] >= start:
+                    word = text[spans[at][0] : spans[at][1]]
+                    numbers.add(_term_number(word.lower(), order))
+                    script = script or bool(_CJK_TERM.search(word))
+                at += 1
+            if not numbers:
+                continue
+            sentence = text[start:end]
+            in_script = script if cjk else not _CJK_TERM.search(sentence)
+            key = (int(in_script), len(numbers), -rank, -index)
+            if best is None or key > best[0]:
+                best = (key, sentence, terms)
+    if best is None:
+        return ""
+    return mark_terms(best[1].strip(), best[2], fragments=1)
