@@ -42,6 +42,12 @@ def search(
     click.echo(f"{result.total} result(s)" + (" (some words only)" if result.relaxed else ""))
     for hit in result.hits:
         click.echo(f"  {hit.id:<36} {hit.title}")
+    if result.loose_total:
+        click.echo(f"{result.loose_total} more loosely related (--json lists them)")
+    if result.filter_note:
+        click.echo(result.filter_note.message)
+        for dropped in result.filter_note.without:
+            click.echo(f"  without {dropped.label}: {dropped.total} result(s)")
 
 
 def _answer(text: str, server: str | None) -> dict:

@@ -45,7 +45,7 @@ __all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "Se
 
 # Where a snippet's sentence comes from, in order of preference on a tie; never the aliases,
 # which are a list of names rather than sentences.
-HIGHLIGHT_FIELDS = ("summary", "body", "signatures", "questions")
+HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "questions")
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
@@ -349,9 +349,9 @@ class SearchService:
         long_query = len(texts) >= LONG_QUERY_PARTS
         query = self._parse(reader, read, any_part=long_query) if read.parts else Every()
         relaxed = False
-        # Words are ranked from a pool deep enough to find where relevance ends (`_floor`).
-        pool = max(page * limit, RANK_POOL) if texts else page * limit
-        collected = self._collect(reader, query, filters, pool)
+        # Any-word results are ranked from a pool deep enough to find where relevance ends.
+        pool = max(page * limit, RANK_POOL)
+        collected = self._collect(reader, query, filters, pool if long_query else page * limit)
         if not collected.total and texts and not long_query:
             relaxed_query = self._parse(reader, read, any_part=True)
             if relaxed_query != query:
@@ -372,7 +372,7 @@ class SearchService:
                 return better
         shown, total = ranked, collected.total
         loose: list[tuple[float, Any]] = []
-        if texts:
+        if coverage is not None:  # hits that may lack words; an all-words hit has them all
             floor = CJK_FLOOR if any(has_cjk(p.text) for p in texts) else FLOOR
             shown, loose, total = self._floor(ranked, coverage, collected.total, floor)
         result = SearchResult(query=text, total=total, page=page, limit=limit, hits=[])
@@ -397,27 +397,28 @@ class SearchService:
     def _floor(
         self,
         ranked: list[tuple[float, Any]],
-        coverage: dict[Any, float] | None,
+        coverage: dict[Any, float],
         total: int,
         floor: tuple[float, float],
     ) -> tuple[list[tuple[float, Any]], list[tuple[float, Any]], int]:
-        """(shown, loosely related, how many are shown): an entry is shown when it scores at
-        least floor[0] of the best hit's score and covers at least floor[1] of what the
-        best-covered hit covers of the query's weight (`_rank_by_coverage`; an all-words
-        query is covered by every hit). The best hit is always shown. When every ranked hit
-        passes and more matched than were ranked, the floor is out of reach: all are shown."""
+        """(shown, loosely related, how many are shown) of any-word results: an entry is
+        shown when it scores at least floor[0] of the best hit's score and covers at least
+        floor[1] of what the best-covered hit covers of the query's weight
+        (`_rank_by_coverage`). The best hit is always shown. When every ranked hit passes and
+        more matched than were ranked, the floor is out of reach: all are shown.
+
+        Results that hold every word are not floored: each holds all the reader typed, and
+        where every entry has the words (tantivy's idf is then near 0) the scores are noise."""
         if not ranked:
             return ranked, [], total
         score_floor, coverage_floor = floor
         lowest = score_floor * ranked[0][0]
-        best_covered = max(coverage.values(), default=0.0) if coverage else 0.0
+        best_covered = max(coverage.values(), default=0.0)
         shown: list[tuple[float, Any]] = []
         loose: list[tuple[float, Any]] = []
         for item in ranked:
-            covered = coverage.get(item[1], 0.0) if coverage else 1.0
-            passes = item[0] >= lowest and (
-                coverage is None or covered >= coverage_floor * best_covered
-            )
+            covered = coverage.get(item[1], 0.0)
+            passes = item[0] >= lowest and covered >= coverage_floor * best_covered
             (shown if passes or not shown else loose).append(item)
         if not loose and total > len(ranked):
             return ranked, [], total
