@@ -3,8 +3,10 @@
 Readers of the index come from a small pool, reused across requests and replaced when the index
 moves. The engine behind them is Whoosh or tantivy (`PITFALLS_SEARCH_ENGINE`); both get the same
 query (`app.search.query`), and everything around it is decided here once: long queries ranked
-by coverage, the relaxed fallback, corrections, exact totals and facet counts, and highlights made
-only for the page shown (marked by `app.search.highlight`). What a search returns is
+by coverage, the relaxed fallback (which never drops a filter), the relevance floor under which
+a hit is only "loosely related", corrections, exact totals and facet counts of what is shown, a
+sentence when the filters leave nothing, and highlights made only for the page shown (marked by
+`app.search.highlight`). What a search returns is
 `app.search.results`.
 """
 

@@ -126,26 +126,39 @@ def mark_terms(text: str, terms: tuple[str, ...], fragments: int = MAX_FRAGMENTS
     return " … ".join(pieces)
 
 
-# A sentence ends at a line break, at ". ", "? ", "! ", "; " or at Chinese end punctuation.
-_SENTENCE_END = re.compile(
-    r"\n+|(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)(?<=[.!?;])\s+|(?<=[。！？；])"
-)
-SENTENCE_SPANS = 64  # marks looked for in one field when choosing its sentence
+# A sentence ends at a line break, at ". ", "? ", "! ", "; " (not after "e.g." and the like) or
+# at Chinese end punctuation.
+SENTENCE_SPANS = 24  # marks looked for in one field when choosing its sentence
 
 
 def _term_number(word: str, order: dict[str, int]) -> int:
     return next((n for term, n in order.items() if word.startswith(term[:-1] or term)), 0)
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
-    found, at = [], 0
-    for end in _SENTENCE_END.finditer(text):
-        if end.start() > at:
-            found.append((at, end.start()))
-        at = end.end()
-    if at < len(text):
-        found.append((at, len(text)))
-    return found
+_ENDS_BEFORE = (". ", "? ", "! ", "; ", "。", "！", "？", "；")
+_NOT_ENDS = ("e.g.", "i.e.", "vs.", "etc.")
+SENTENCE_REACH = 400  # characters looked at on each side of a mark for its sentence's ends
+
+
+def _sentence_around(text: str, at: int, end: int) -> tuple[int, int]:
+    """The sentence of `text` holding text[at:end], found near it (never a split of all of
+    `text`: a hit's body is long and most of it holds no mark)."""
+    reach = max(0, at - SENTENCE_REACH)
+    start = max(reach, text.rfind("\n", reach, at) + 1)
+    for mark in _ENDS_BEFORE:  # str.rfind: a regex walking back over the text costs more
+        found = text.rfind(mark, start, at)
+        while found > start and text[max(0, found - 4) : found + 1].lower().endswith(_NOT_ENDS):
+            found = text.rfind(mark, start, found)
+        if found >= start:
+            start = found + len(mark)
+    stop = min(len(text), end + SENTENCE_REACH)
+    for mark in ("\n", *_ENDS_BEFORE):
+        found = text.find(mark, end, stop)
+        while found >= 0 and text[max(0, found - 4) : found + 1].lower().endswith(_NOT_ENDS):
+            found = text.find(mark, found + 1, stop)
+        if found >= 0:
+            stop = found + (mark != "\n")  # the end's punctuation stays with its sentence
+    return start, stop
 
 
 def best_sentence(fields: list[tuple[str, tuple[str, ...]]], cjk: bool) -> str:
@@ -162,19 +175,19 @@ def best_sentence(fields: list[tuple[str, tuple[str, ...]]], cjk: bool) -> str:
         if not spans:
             continue
         order = {term: n for n, term in enumerate(dict.fromkeys(terms))}
-        sentences = _sentences(text)
-        at = 0
-        for index, (start, end) in enumerate(sentences):
-            numbers, script = set(), False
-            while at < len(spans) and spans[at][0] < end:
-                if spans[at][0] >= start:
-                    word = text[spans[at][0] : spans[at][1]]
-                    numbers.add(_term_number(word.lower(), order))
-                    script = script or bool(_CJK_TERM.search(word))
-                at += 1
-            if not numbers:
-                continue
-            sentence = text[start:end]
+        sentence_end, index = -1, 0
+        numbers: set[int] = set()
+        script = False
+        for at, (span_start, span_end) in enumerate(spans):
+            if span_start >= sentence_end:
+                sentence_start, sentence_end = _sentence_around(text, span_start, span_end)
+                numbers, script, index = set(), False, index + 1
+            word = text[span_start:span_end]
+            numbers.add(_term_number(word.lower(), order))
+            script = script or (cjk and bool(_CJK_TERM.search(word)))
+            if at + 1 < len(spans) and spans[at + 1][0] < sentence_end:
+                continue  # the next mark is in the same sentence
+            sentence = text[sentence_start:sentence_end]
             in_script = script if cjk else not _CJK_TERM.search(sentence)
             key = (int(in_script), len(numbers), -rank, -index)
             if best is None or key > best[0]:
