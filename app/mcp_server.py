@@ -118,6 +118,12 @@ class SearchAnswer(BaseModel):
         None, description="The query typed, when these are the corrected query's results."
     )
     relaxed: bool = Field(False, description="No entry had every word; these have some.")
+    loose_total: int = Field(
+        0, description="Entries that share only a word or two with the query, not counted."
+    )
+    filter_note: str | None = Field(
+        None, description="When the query's filters left nothing: which one, as a sentence."
+    )
 
 
 class PitfallEntry(EntryDetails):
@@ -263,6 +269,8 @@ def build_server(
             suggestion=found.get("suggestion"),
             corrected_from=found.get("corrected_from"),
             relaxed=bool(found.get("relaxed")),
+            loose_total=int(found.get("loose_total") or 0),
+            filter_note=(found.get("filter_note") or {}).get("message"),
         )
         titles = {m.id: m.title for m in out.matches}
         titles.update((h.id, h.title) for h in hits if h.id not in titles)

@@ -290,4 +290,54 @@
     document.getElementById("edit-form").addEventListener("submit", () => { unsaved = false; });
     window.addEventListener("beforeunload", (event) => { if (unsaved) event.preventDefault(); });
   }
+  // After a click from search (`?h=` on the entry's link), the query's words are marked in
+  // the entry, as MkDocs Material does: only text nodes, never markup, never inside code
+  // that is a link or a form; the words are matched as text, never read as HTML or a pattern.
+  const wanted = new URLSearchParams(location.search).get("h");
+  const entry = document.querySelector("article.entry");
+  if (wanted && entry) {
+    const OPERATORS = new Set(["and", "or", "not", "to"]);
+    const words = [];
+    for (let word of wanted.slice(0, 500).split(/\s+/)) {
+      if (/^-|^(?:tags?|kind|id):/i.test(word)) continue; // exclusions and filters
+      word = word.replace(/^-?[A-Za-z_]+:/, "").replace(/^[-"'“”(\[]+|["'“”)\].,;:!?]+$/g, "");
+      const lowered = word.toLowerCase();
+      if ((word.length >= 3 || /[\u3400-\u9fff]/.test(word)) && !OPERATORS.has(lowered)) {
+        if (!words.includes(lowered)) words.push(lowered);
+      }
+    }
+    const escaped = words.slice(0, 16).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+    if (escaped.length) {
+      const pattern = new RegExp(escaped.join("|"), "gi");
+      const walker = document.createTreeWalker(entry, NodeFilter.SHOW_TEXT, {
+        acceptNode: (node) =>
+          node.parentElement.closest("script, style, textarea, input, button, mark, form, .entry-head")
+            ? NodeFilter.FILTER_REJECT
+            : NodeFilter.FILTER_ACCEPT,
+      });
+      const nodes = [];
+      while (walker.nextNode()) nodes.push(walker.currentNode);
+      let first = null;
+      for (const node of nodes) {
+        const text = node.nodeValue;
+        pattern.lastIndex = 0;
+        if (!pattern.test(text)) continue;
+        pattern.lastIndex = 0;
+        const pieces = document.createDocumentFragment();
+        let at = 0;
+        for (const found of text.matchAll(pattern)) {
+          pieces.append(document.createTextNode(text.slice(at, found.index)));
+          const mark = document.createElement("mark");
+          mark.className = "search-hit";
+          mark.textContent = found[0];
+          pieces.append(mark);
+          first = first || mark;
+          at = found.index + found[0].length;
+        }
+        pieces.append(document.createTextNode(text.slice(at)));
+        node.replaceWith(pieces);
+      }
+      if (first && !location.hash) first.scrollIntoView({ block: "center" });
+    }
+  }
 })();

@@ -760,3 +760,18 @@ def test_the_screenshots_defects_stay_fixed(open_site, device, viewport, scheme)
     page.locator(".answer").wait_for()
     page.screenshot(path=str(ARTIFACTS / f"defects-no-match-{device}-{scheme}.png"))
     assert "explained above" not in page.locator("section.read").inner_text()
+
+
+def test_a_click_from_search_marks_the_query_words_on_the_entry(open_page):
+    page = open_page("/search?q=segmentation+fault")
+    page.locator(".hits a.title").first.click()
+    page.wait_for_url("**/entries/segmentation-fault?h=**")
+    marks = page.locator("article.entry mark.search-hit")
+    marks.first.wait_for()
+    texts = marks.evaluate_all("marks => marks.map((m) => m.textContent.toLowerCase())")
+    assert texts and set(texts) <= {"segmentation", "fault"}  # some are in folded sections
+    assert page.locator(".entry-head mark").count() == 0  # the title is left as it is
+    # The words are text: markup in `h` is marked nowhere and never becomes an element.
+    hostile = open_page('/entries/segmentation-fault?h=<img src=x id=injected> "fault"')
+    hostile.locator("article.entry mark.search-hit").first.wait_for()
+    assert hostile.locator("#injected").count() == 0

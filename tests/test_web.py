@@ -38,7 +38,7 @@ def test_search_page_and_its_json_twin_show_the_same_hits(real_client):
     assert data["hits"][0]["id"] == "state-dict-num-batches-tracked"
     assert data["hits"][0]["url"] == "/entries/state-dict-num-batches-tracked"
     assert set(data) >= {"total", "hits", "facets", "suggestion"}
-    links = re.findall(r'<a class="title" href="/entries/([^"]+)"', page.text)
+    links = re.findall(r'<a class="title" href="/entries/([^"?]+)\?h=batches%20tracked"', page.text)
     assert links == [hit["id"] for hit in data["hits"]]
     assert '<mark class="match' in page.text
 

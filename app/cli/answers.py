@@ -50,6 +50,13 @@ def search(
     for hit in result.get("hits", []):
         link = f"  {_link(hit['url'], server)}" if server and hit.get("url") else ""
         click.echo(f"  {hit['id']:<36} {hit['title']}{link}")
+    if result.get("loose_total"):
+        click.echo(f"{result['loose_total']} more loosely related (--json lists them)")
+    note = result.get("filter_note")
+    if note:
+        click.echo(note["message"])
+        for dropped in note.get("without", []):
+            click.echo(f"  without {dropped['label']}: {dropped['total']} result(s)")
 
 
 def _link(path: str, server: str | None) -> str:

@@ -3,8 +3,10 @@
 Readers of the index come from a small pool, reused across requests and replaced when the index
 moves. The engine behind them is Whoosh or tantivy (`PITFALLS_SEARCH_ENGINE`); both get the same
 query (`app.search.query`), and everything around it is decided here once: long queries ranked
-by coverage, the relaxed fallback, corrections, exact totals and facet counts, and highlights made
-only for the page shown (marked by `app.search.highlight`). What a search returns is
+by coverage, the relaxed fallback (which never drops a filter), the relevance floor under which
+a hit is only "loosely related", corrections, exact totals and facet counts of what is shown, a
+sentence when the filters leave nothing, and highlights made only for the page shown (marked by
+`app.search.highlight`). What a search returns is
 `app.search.results`.
 """
 
@@ -29,7 +31,7 @@ from app.errors import PitfallsError
 from app.feed_mark import FeedMark
 from app.metrics import SEARCH_SECONDS
 from app.search.engine import Collected, EngineIndex, EngineReader
-from app.search.highlight import mark_terms
+from app.search.highlight import best_sentence
 from app.search.index import (
     current_generation,
     engine_name,
@@ -38,8 +40,8 @@ from app.search.index import (
     rebuild_index,
     update_index,
 )
-from app.search.query import ReadQuery, read_query
-from app.search.results import SearchHit, SearchResult
+from app.search.query import ReadQuery, has_cjk, read_query, typed_filters
+from app.search.results import FilterDropped, FilterNote, SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -48,12 +50,24 @@ if TYPE_CHECKING:
 
 __all__ = ["IndexUnavailable", "SearchHit", "SearchResult", "SearchService", "SearchTooSlow"]
 
-HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "aliases", "questions")
+# Where a snippet's sentence comes from, in order of preference on a tie; never the aliases,
+# which are a list of names rather than sentences.
+HIGHLIGHT_FIELDS = ("signatures", "summary", "body", "questions")
 _CORRECTABLE = re.compile(r"[A-Za-z]{4,}")  # words long enough to correct
 MAX_IDLE_SEARCHERS = 4
 LONG_QUERY_PARTS = 4  # from this many words on, any word may match
 RANK_POOL = 100  # any-word results re-ranked by coverage: the best this many by score
 COVERAGE_POWER = 1.0
+# The relevance floor (`_floor`): (share of the best hit's score, share of the best-covered
+# hit's coverage) a hit needs to be shown; below it a hit is "loosely related", listed apart
+# and not counted. Chosen on tests/data/queries (bench/questions.py: no top-1 or MRR@10 lost
+# on either engine; the lowest answer ranked 2-10 there scores 0.51 of the best in English,
+# 0.14 in Chinese). A Chinese query is read as overlapping bigrams, many of them noise, so
+# its scores are flatter and its floor lower.
+FLOOR = (0.4, 0.5)
+CJK_FLOOR = (0.12, 0.08)
+LOOSE_SHOWN = 10  # loosely related entries listed by title; the rest only counted
+MAX_FILTERS_EXPLAINED = 4  # searches without one filter each, when the filters left nothing
 MAX_QUERY_WORDS = 32  # a pasted log is searched by its first words; each word costs a matcher
 _QUERY_SYNTAX = re.compile(r"[^\w\s\u3400-\u9fff]+")
 logger = logging.getLogger("pitfalls")
@@ -250,22 +264,16 @@ class SearchService:
                 changed = True
         return suggestion if changed else None
 
-    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]]) -> str:
-        """The first field that contains a query term, marked around its first occurrences.
+    def _highlight(self, hit: dict, needles: dict[str, tuple[str, ...]], cjk: bool) -> str:
+        """The sentence of the hit's text that holds most of the query's terms, marked; in the
+        query's script where the hit has one; never from the alias list (`best_sentence`).
 
         Needles are index terms: words, identifiers, stems and CJK bigrams, all substrings (a
         stem with its last letter changed aside) of the words they come from, so the text is
         searched for them with `str.find`, never analyzed (`mark_terms`).
         """
-        for fieldname in HIGHLIGHT_FIELDS:
-            text = hit.get(fieldname)
-            words = needles.get(fieldname)
-            if not text or not words:
-                continue
-            fragment = mark_terms(text, words)
-            if fragment:
-                return fragment
-        return ""
+        fields = [(hit.get(name) or "", needles.get(name, ())) for name in HIGHLIGHT_FIELDS]
+        return best_sentence(fields, cjk)
 
     def search(
         self,
@@ -341,42 +349,124 @@ class SearchService:
         highlights: bool,
         facets: bool,
         correct: bool = True,
+        explain: bool = True,
     ) -> SearchResult:
-        filters = [Term("kind", kind)] if kind else []
-        if tag:
-            filters.append(Term("tags", tag.lower()))
+        filters = self._param_filters(kind, tag)
         read = read_query(text)
+        texts = read.text_parts()
         # A long query is rarely all in one entry: any of its words may match, and entries
-        # with more of its rarer words come first (`_rank_by_coverage`).
-        long_query = len(read.positive_parts()) >= LONG_QUERY_PARTS
+        # with more of its rarer words come first (`_rank_by_coverage`). Field parts stay
+        # filters either way (`QueryBuilder.build`).
+        long_query = len(texts) >= LONG_QUERY_PARTS
         query = self._parse(reader, read, any_part=long_query) if read.parts else Every()
         relaxed = False
-        pool = max(page * limit, RANK_POOL) if long_query else page * limit
-        collected = self._collect(reader, query, filters, pool)
-        if not collected.total and read.parts and not long_query:
+        # Any-word results are ranked from a pool deep enough to find where relevance ends.
+        pool = max(page * limit, RANK_POOL)
+        collected = self._collect(reader, query, filters, pool if long_query else page * limit)
+        if not collected.total and texts and not long_query:
             relaxed_query = self._parse(reader, read, any_part=True)
             if relaxed_query != query:
                 query, relaxed = relaxed_query, True
-                collected = self._collect(reader, query, filters, max(page * limit, RANK_POOL))
+                collected = self._collect(reader, query, filters, pool)
         ranked = collected.ranked
+        coverage: dict[Any, float] | None = None
         if long_query or relaxed:
-            ranked = self._rank_by_coverage(reader, read, ranked)
+            ranked, coverage = self._rank_by_coverage(reader, read, ranked)
         suggestion = self._suggest(reader, text, read) if read.words else None
         if suggestion and correct and (relaxed or not collected.total):
             # A typo: the corrected query's results at once, when they are better.
             args = (reader, kind, tag, page, limit, highlights, facets)
-            better = self._search(suggestion, *args, correct=False)
+            better = self._search(suggestion, *args, correct=False, explain=explain)
             if better.total and (not collected.total or not better.relaxed):
                 better.corrected_from = text
                 better.suggestion = None
                 return better
-        result = SearchResult(query=text, total=collected.total, page=page, limit=limit, hits=[])
-        result.hits = self._page(reader, ranked, query, page, limit, highlights)
+        shown, total = ranked, collected.total
+        loose: list[tuple[float, Any]] = []
+        if coverage is not None:  # hits that may lack words; an all-words hit has them all
+            floor = CJK_FLOOR if any(has_cjk(p.text) for p in texts) else FLOOR
+            shown, loose, total = self._floor(ranked, coverage, collected.total, floor)
+        result = SearchResult(query=text, total=total, page=page, limit=limit, hits=[])
+        result.hits = self._page(reader, shown, query, page, limit, highlights)
+        result.loose_total = collected.total - total
+        result.loose = self._page(reader, loose, query, 1, LOOSE_SHOWN, False)
         if facets:
-            result.facets = self._facets(reader, collected)
+            narrowed = reader.narrow(collected, [d for _, d in shown]) if loose else collected
+            result.facets = self._facets(reader, narrowed)
         result.relaxed = relaxed
         result.suggestion = suggestion
+        if not total and explain and (filters or typed_filters(text)):
+            result.filter_note = self._explain_filters(reader, text, read, kind, tag)
         return result
+
+    def _param_filters(self, kind: str | None, tag: str | None) -> list[Query]:
+        filters: list[Query] = [Term("kind", kind)] if kind else []
+        if tag:
+            filters.append(Term("tags", tag.lower()))
+        return filters
+
+    def _floor(
+        self,
+        ranked: list[tuple[float, Any]],
+        coverage: dict[Any, float],
+        total: int,
+        floor: tuple[float, float],
+    ) -> tuple[list[tuple[float, Any]], list[tuple[float, Any]], int]:
+        """(shown, loosely related, how many are shown) of any-word results: an entry is
+        shown when it scores at least floor[0] of the best hit's score and covers at least
+        floor[1] of what the best-covered hit covers of the query's weight
+        (`_rank_by_coverage`). The best hit is always shown. When every ranked hit passes and
+        more matched than were ranked, the floor is out of reach: all are shown.
+
+        Results that hold every word are not floored: each holds all the reader typed, and
+        where every entry has the words (tantivy's idf is then near 0) the scores are noise."""
+        if not ranked:
+            return ranked, [], total
+        score_floor, coverage_floor = floor
+        lowest = score_floor * ranked[0][0]
+        best_covered = max(coverage.values(), default=0.0)
+        shown: list[tuple[float, Any]] = []
+        loose: list[tuple[float, Any]] = []
+        for item in ranked:
+            covered = coverage.get(item[1], 0.0)
+            passes = item[0] >= lowest and covered >= coverage_floor * best_covered
+            (shown if passes or not shown else loose).append(item)
+        if not loose and total > len(ranked):
+            return ranked, [], total
+        return shown, loose, len(shown)
+
+    def _explain_filters(
+        self, reader: EngineReader, text: str, read: ReadQuery, kind: str | None, tag: str | None
+    ) -> FilterNote:
+        """Which of the query's filters left nothing, and what each search without one finds."""
+        builder = reader.query_builder()
+        typed = typed_filters(text)
+        alone = [(label, reader.bound(builder.build(read_query(label)))) for label, _ in typed]
+        params = [(f"kind:{kind}", Term("kind", kind))] if kind else []
+        if tag:
+            params.append((f"tag:{tag}", Term("tags", tag.lower())))
+        checks = alone + params
+        empty = [label for label, query in checks if not reader.collect(query, 1).total]
+        if empty:
+            message = f"No entry has {' or '.join(empty)}."
+        elif len(checks) > 1 and not reader.collect(And([q for _, q in checks]), 1).total:
+            message = f"No entry has {' and '.join(label for label, _ in checks)} together."
+        else:
+            rest = read.plain() or text
+            together = " and ".join(label for label, _ in checks)
+            message = f"No entry with {together} matches “{rest}”."
+        without = []
+        options = [(label, rest, kind, tag) for label, rest in typed]
+        if kind:
+            options.append((f"kind:{kind}", text, None, tag))
+        if tag:
+            options.append((f"tag:{tag}", text, kind, None))
+        for label, rest, kind_left, tag_left in options[:MAX_FILTERS_EXPLAINED]:
+            found = self._search(
+                rest, reader, kind_left, tag_left, 1, 1, False, False, correct=False, explain=False
+            )
+            without.append(FilterDropped(label, rest, kind_left, tag_left, found.total))
+        return FilterNote(message, without)
 
     def _collect(
         self, reader: EngineReader, query: Query, filters: list[Query], limit: int
@@ -385,25 +475,29 @@ class SearchService:
 
     def _rank_by_coverage(
         self, reader: EngineReader, read: ReadQuery, ranked: list[tuple[float, Any]]
-    ) -> list[tuple[float, Any]]:
+    ) -> tuple[list[tuple[float, Any]], dict[Any, float]]:
         """Re-rank any-word results: the score times the share of the query's weight the entry
         covers (each part weighs its inverse document frequency), so an entry with most of
-        the rare words comes before one with a few common words many times."""
+        the rare words comes before one with a few common words many times. Also returns
+        each entry's share. Filters (every hit has them) and words no entry has (no hit can)
+        weigh nothing."""
         builder = reader.query_builder()
         total_docs = max(1, reader.doc_count())
         among = [doc for _score, doc in ranked]
         parts = []
-        for part in read.positive_parts():
+        for part in read.text_parts():
             check_budget()
             count, docs = reader.part_documents(reader.bound(builder.part(part, OrGroup)), among)
-            parts.append((math.log(1 + total_docs / (1 + count)), docs))
+            if count:
+                parts.append((math.log(1 + total_docs / (1 + count)), docs))
         weight = sum(w for w, _ in parts) or 1.0
         rescored = []
+        coverage = {}
         for score, doc in ranked:
-            covered = sum(w for w, docs in parts if doc in docs) / weight
+            covered = coverage[doc] = sum(w for w, docs in parts if doc in docs) / weight
             rescored.append((score * covered**COVERAGE_POWER, doc))
         rescored.sort(key=lambda item: -item[0])
-        return rescored
+        return rescored, coverage
 
     def _page(
         self,
@@ -425,6 +519,7 @@ class SearchService:
                     continue
                 needles.setdefault(fieldname, ())
                 needles[fieldname] += (str(term),)
+        cjk = any(has_cjk(term) for terms in needles.values() for term in terms)
         hits = []
         for score, doc in ranked[(page - 1) * limit : page * limit]:
             stored = reader.stored(doc)
@@ -436,7 +531,7 @@ class SearchService:
                     kind=stored["kind"],
                     tags=[t for t in stored.get("tags", "").split(",") if t],
                     score=round(float(score or 0.0), 4),
-                    highlights=self._highlight(stored, needles) if highlights else "",
+                    highlights=self._highlight(stored, needles, cjk) if highlights else "",
                 )
             )
         return hits

@@ -72,12 +72,21 @@ class ReadQuery:
     def positive_parts(self) -> tuple[Part, ...]:
         return tuple(p for p in self.parts if not p.negated)
 
+    def text_parts(self) -> tuple[Part, ...]:
+        """The positive parts that search text anywhere: no field named."""
+        return tuple(p for p in self.parts if not p.negated and p.field is None)
+
     def plain(self) -> str:
         """The positive words and phrases as plain text (what a fallback search reads)."""
         return " ".join(p.text for p in self.parts if not p.negated)
 
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds Chinese, Japanese or Korean, which is read as bigrams."""
+    return _CJK_RUN.search(text) is not None
 
 
 def _cjk_parts(word: str) -> list[str]:
@@ -154,6 +163,22 @@ def read_query(text: str) -> ReadQuery:
                 words.append(part.text)
         pending_or = False
     return ReadQuery(tuple(parts), tuple(words))
+
+
+def typed_filters(text: str) -> list[tuple[str, str]]:
+    """The field parts of `text` as typed (`tag:cuda`, `title:"out of memory"`), each with the
+    text that is left without it: what a search without that filter would be asked."""
+    text = text.translate(_QUOTES)
+    found = []
+    after_not = False
+    for match in _PART.finditer(text):
+        name = match.group("field")
+        negated, after_not = bool(match.group("neg")) or after_not, match.group() == "NOT"
+        if not name or negated or FIELD_NAMES.get(name.lower()) is None:
+            continue
+        rest = f"{text[: match.start()]} {text[match.end() :]}"
+        found.append((match.group().strip(), " ".join(rest.split())))
+    return found
 
 
 PIECES_BOOST = 0.5  # an identifier found by its pieces, against found whole
@@ -273,21 +298,32 @@ class QueryBuilder:
                 for p in parts
                 for word in (p.text.split() if p.phrase and not p.negated else [p.text])
             )
+        fielded: list[bool] = []  # per group: every part of it names a field
         for part in parts:
-            query = self.part(part, OrGroup if any_part and not part.negated else AndGroup)
+            # A part naming a field is a filter: never relaxed to "any of the words".
+            loose = any_part and not part.negated and part.field is None
+            query = self.part(part, OrGroup if loose else AndGroup)
             if part.negated:
                 negated.append(query)
             elif part.either and groups:
                 groups[-1].append(query)
+                fielded[-1] = fielded[-1] and part.field is not None
             else:
                 groups.append([query])
-        positives = [g[0] if len(g) == 1 else Or(g) for g in groups]
-        positives = [q for q in positives if q is not NullQuery]
+                fielded.append(part.field is not None)
+        required: list[Query] = []
+        optional: list[Query] = []
+        for group, is_filter in zip(groups, fielded, strict=True):
+            query = group[0] if len(group) == 1 else Or(group)
+            if query is not NullQuery:  # a stop word alone
+                (optional if any_part and not is_filter else required).append(query)
         negated = [q for q in negated if q is not NullQuery]
-        if not positives:
+        if optional:
+            required.append(Or(optional) if len(optional) > 1 else optional[0])
+        if not required:
             # Only exclusions (`-cuda`): every entry but those.
             return AndNot(Every(), Or(negated)).normalize() if negated else NullQuery
-        combined = Or(positives) if any_part else And(positives)
+        combined = And(required) if len(required) > 1 else required[0]
         if negated:
             combined = AndNot(combined, Or(negated))
         return combined.normalize()

@@ -18,6 +18,28 @@ class SearchHit:
     highlights: str  # HTML: escaped text with <mark> around the matched terms
 
 
+@dataclass(frozen=True)
+class FilterDropped:
+    """A search without one of the query's filters, offered when the filters left nothing."""
+
+    label: str  # the filter as typed (`tag:cuda`) or as given (`kind:hang` for kind=hang)
+    query: str  # the query text without it
+    kind: str | None  # the kind and tag parameters without it
+    tag: str | None
+    total: int  # what that search finds
+
+
+@dataclass(frozen=True)
+class FilterNote:
+    """Why a filtered search found nothing, and the searches without each filter."""
+
+    message: str
+    without: list[FilterDropped]
+
+    def to_dict(self) -> dict:
+        return {"message": self.message, "without": [vars(w) for w in self.without]}
+
+
 @dataclass
 class SearchResult:
     query: str
@@ -29,6 +51,11 @@ class SearchResult:
     suggestion: str | None = None
     relaxed: bool = False  # no entry had every word, so entries with any of them are shown
     corrected_from: str | None = None  # the typed query, when these are its corrected results
+    # Entries that matched some words but fell below the relevance floor: not counted in
+    # `total`, not paged; the first few are listed, `loose_total` counts them all.
+    loose: list[SearchHit] = field(default_factory=list)
+    loose_total: int = 0
+    filter_note: FilterNote | None = None  # set when the query's filters left nothing
 
     @property
     def pages(self) -> int:
@@ -50,4 +77,10 @@ class SearchResult:
             "suggestion": self.suggestion,
             "relaxed": self.relaxed,
             "corrected_from": self.corrected_from,
+            "loose": [
+                {**vars(hit), "tags": list(hit.tags), "url": entry_url(hit.id)}
+                for hit in self.loose
+            ],
+            "loose_total": self.loose_total,
+            "filter_note": self.filter_note.to_dict() if self.filter_note else None,
         }

@@ -337,6 +337,17 @@ class TantivyReader:
         total = found.count  # type: ignore[attr-defined]  # tantivy's stub omits `count`
         return Collected(ranked, total, translated)
 
+    def narrow(self, collected: Collected, docs: list[tuple[int, int]]) -> Collected:
+        """The matches `docs` of `collected` alone (the ones shown above the relevance floor)."""
+        if collected.query is None or not docs:
+            return Collected([], 0, None)
+        only = tantivy.Query.term_set_query(self.tschema, "id", [self._id_of(d) for d in docs])
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, collected.query), (tantivy.Occur.Must, only)]
+        )
+        kept = set(docs)
+        return Collected([r for r in collected.ranked if r[1] in kept], len(kept), query)
+
     def _id_of(self, doc: tuple[int, int]) -> str:
         if doc not in self.ids:
             if len(self.ids) > 10_000:

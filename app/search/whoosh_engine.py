@@ -245,6 +245,11 @@ class WhooshReader:
         ranked = [(score, docnum) for score, docnum in collector.results().top_n]
         return Collected(ranked, len(collector.docset), collector.docset)
 
+    def narrow(self, collected: Collected, docs: list[int]) -> Collected:
+        """The matches `docs` of `collected` alone (the ones shown above the relevance floor)."""
+        kept = set(docs) & collected.matched
+        return Collected([r for r in collected.ranked if r[1] in kept], len(kept), kept)
+
     def part_documents(self, query: Query, among: list[int]) -> tuple[int, set[int]]:
         """How many documents `query` matches, and which of `among` it matches."""
         docs = set(query.docs(self.searcher))
