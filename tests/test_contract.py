@@ -207,7 +207,8 @@ def _api_routes(app):
     except ImportError:
         routes = app.routes
     for route in routes:
-        path = getattr(route, "path", "") or ""
+        # The OpenAPI names a path without its convertors ({hook_id:int} is {hook_id}).
+        path = getattr(route, "path_format", None) or getattr(route, "path", "") or ""
         if path.startswith("/api/v1") and getattr(route, "include_in_schema", True):
             for method in route.methods:
                 yield method, path, route

@@ -153,7 +153,9 @@ def test_the_editor_shows_a_merged_text_that_fails_the_checks(wiki: Wiki):
     fixed = shown.replace('versions: ">=1.0"\n', "")
     form_b.update(markdown=fixed, base_revision="2", csrf_token=csrf_of(refused.text))
     again = bob.post("/entries/third-entry/edit", data=form_b, follow_redirects=False)
-    assert again.status_code == 303 and again.headers["location"] == "/entries/third-entry"
+    assert again.status_code == 303
+    # Without his line the text is alice's revision 2 again: the page says nothing changed.
+    assert again.headers["location"] == "/entries/third-entry?saved=unchanged"
 
 
 def test_an_entry_too_repetitive_to_merge_quickly_is_a_conflict(wiki: Wiki):

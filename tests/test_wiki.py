@@ -143,7 +143,7 @@ def _fill(path: str, token_id: int) -> str:
         "name": "rita",
         "hook_id": "1",
     }
-    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
+    return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values[m.group(1)], path)  # {id:int} too
 
 
 # ---- who may write -------------------------------------------------------------------------

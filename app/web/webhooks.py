@@ -108,7 +108,7 @@ async def webhook_create(request: Request, session: SessionDep, principal: Admin
 
 
 @api_router.delete(
-    "/webhooks/{hook_id}",
+    "/webhooks/{hook_id:int}",  # digits only: /webhooks/deliveries is another resource
     status_code=204,
     summary="Remove a webhook and its deliveries (admins)",
     responses=errors(403, 404, 422),
