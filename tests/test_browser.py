@@ -46,6 +46,20 @@ def browser():
         browser.close()
 
 
+def signed_in_state(browser, base: str, name: str, password: str) -> dict:
+    """The storage state (the session cookie) of `name` logged in through the login form."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(base + "/login?next=/")
+    page.fill("#name", name)
+    page.fill("#password", password)
+    page.click("form.stack button[type=submit]")
+    page.wait_for_url(base + "/")
+    state = context.storage_state()
+    context.close()
+    return state
+
+
 def _superseded(request) -> bool:
     """A draft check, a search-as-you-type or the favicon still in flight when the page
     navigates (a save, a click, Enter) is cancelled by the browser: the page no longer needs
@@ -495,16 +509,7 @@ def site(browser, tmp_path_factory):
             token,
             {"markdown": markdown, "message": message},
         )
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(base + "/login?next=/")
-        page.fill("#name", "ada")
-        page.fill("#password", ADMIN_PASSWORD)
-        page.click("form.stack button[type=submit]")
-        page.wait_for_url(base + "/")
-        state = context.storage_state()
-        context.close()
-        yield base, state
+        yield base, signed_in_state(browser, base, "ada", ADMIN_PASSWORD)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from tests.test_browser import (  # noqa: F401 (browser is a fixture)
     browser,
     page_opener,
     set_code_editor_text,
+    signed_in_state,
 )
 
 pytestmark = pytest.mark.e2e
@@ -31,16 +32,7 @@ def site(browser, tmp_path_factory):  # noqa: F811
     """A server of this module's own with an editor, logged in once (`state` holds the cookie)."""
     with running_server(tmp_path_factory.mktemp("editor") / "clone") as (base, clone):
         _add_editor(clone, "edna", PASSWORD)
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(base + "/login?next=/")
-        page.fill("#name", "edna")
-        page.fill("#password", PASSWORD)
-        page.click("form.stack button[type=submit]")
-        page.wait_for_url(base + "/")
-        state = context.storage_state()
-        context.close()
-        yield base, state
+        yield base, signed_in_state(browser, base, "edna", PASSWORD)
 
 
 @pytest.fixture

@@ -7,10 +7,8 @@ real `pitfalls serve`, driven by Chromium: sign in, edit an entry, roles from gr
 admin set, a disabled account, a denial, and logging out at the provider too.
 """
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -38,9 +36,9 @@ from app.accounts import (
     sign_in_identity,
 )
 from app.settings import SettingsError, load_settings, parse_role_map
-from tests.conftest import REPO, Served, free_port, require
+from tests.conftest import REPO, Served, free_port
 from tests.oidc_provider import basic_auth
-from tests.test_browser import set_code_editor_text
+from tests.test_browser import browser, set_code_editor_text
 
 ROLE_MAP = {"pitfalls-admins": "admin", "ml-team": "editor"}
 ISSUER = "https://id.example.test"
@@ -293,20 +291,7 @@ def test_the_provider_refuses_what_pkce_and_the_nonce_would_stop():
         assert status == 200 and "id_token" in json.loads(body)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    require(importlib.util.find_spec("playwright") is not None, "playwright is not installed")
-    require(shutil.which("chromium") is not None, "Debian's chromium package is not installed")
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_browser import CHROMIUM_ARGS
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS
-        )
-        yield browser
-        browser.close()
+browser = browser  # the module-scoped Chromium of test_browser.py, as a fixture here too
 
 
 class Site:
