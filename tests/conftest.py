@@ -128,7 +128,12 @@ BACKENDS = ("sqlite", "postgresql")
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test marked `both_databases` that reaches the database runs once on each backend
     (unless it names its backends itself: `@pytest.mark.parametrize("backend", ["sqlite"],
-    indirect=True)` for a test of SQLite's own settings)."""
+    indirect=True)` for a test of SQLite's own settings). A module's shared app
+    (`shared_client`) is one per backend for the whole module."""
+    if "shared_backend" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_databases")
+        backends = BACKENDS if both else ("sqlite",)
+        metafunc.parametrize("shared_backend", backends, indirect=True, scope="module")
     if "backend" not in metafunc.fixturenames:
         return
     if not metafunc.definition.get_closest_marker("both_databases"):
@@ -145,7 +150,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = pytest.mark.slow
     for item in items:
         callspec = getattr(item, "callspec", None)
-        on_postgres = callspec is not None and callspec.params.get("backend") == "postgresql"
+        on_postgres = callspec is not None and "postgresql" in (
+            callspec.params.get("backend"),
+            callspec.params.get("shared_backend"),
+        )
         if on_postgres or item.get_closest_marker("e2e"):
             item.add_marker(slow)
 
@@ -174,6 +182,10 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def database_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
     """Empty for SQLite (a file in the data dir); a fresh PostgreSQL database otherwise."""
+    yield from _database_for(request, backend)
+
+
+def _database_for(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
     if backend == "sqlite":
         yield ""
         return
@@ -223,6 +235,31 @@ def real_client(real_settings: Settings) -> Iterator[TestClient]:
 
     with TestClient(create_app(real_settings)) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def shared_backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="module")
+def shared_client(
+    request: pytest.FixtureRequest, shared_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    """One app over the repository's entries for a whole module (per backend), for tests that
+    only read: starting an app (its matcher, its index readers) costs about a second, and most
+    page and API tests change nothing. A test that writes takes `real_client`, its own."""
+    from app.web import create_app
+
+    folder = tmp_path_factory.mktemp("shared-app")
+    content = folder / "repo-content"
+    shutil.copytree(REPO_CONTENT, content)
+    with contextmanager(_database_for)(request, shared_backend) as url:
+        overrides = {"database_url": url} if url else {}
+        settings = load_settings(data_dir=folder / "data", content_dir=content, **overrides)
+        prepare_data_dir(settings, tmp_path_factory)
+        with TestClient(create_app(settings)) as client:
+            yield client
 
 
 # ---- the search engine: Whoosh, and tantivy where the test asks for both -------------------

@@ -4,6 +4,8 @@ In a module of its own (not conftest.py): pytest may load conftest under another
 than the tests' `from tests.conftest import ...`, and the cache must be one for both.
 """
 
+import fcntl
+import os
 import shutil
 from pathlib import Path
 
@@ -33,8 +35,6 @@ def _content_key(content: Path) -> str:
 def prepare_data_dir(settings: Settings, factory: pytest.TempPathFactory) -> None:
     """Fill `settings.data_dir` (not there yet) with a copy of a prepared one; a PostgreSQL
     database, or a data dir already there, is left to the app's own first start."""
-    from app.bootstrap import prepare_data
-
     data_dir, content = settings.data_dir, settings.content_dir
     if not settings.database_url.startswith("sqlite:") or data_dir.exists() or content is None:
         return
@@ -43,18 +43,37 @@ def prepare_data_dir(settings: Settings, factory: pytest.TempPathFactory) -> Non
     key = (settings.search_engine, _content_key(content))
     template = _PREPARED.get(key)
     if template is None:
-        template = factory.mktemp("prepared-data") / "data"
-        shaped = settings.model_copy(
-            update={
-                "data_dir": template,
-                "database_url": load_settings(data_dir=template).database_url,
-                "index_dir": template / "index",
-            }
-        )
-        engine = create_db_engine(shaped)
-        try:
-            prepare_data(shaped, engine, ingest="always")
-        finally:
-            engine.dispose()
+        template = _shared_template(settings, factory, key)
         _PREPARED[key] = template
     shutil.copytree(template, data_dir)
+
+
+def _shared_template(settings: Settings, factory: pytest.TempPathFactory, key) -> Path:
+    """The prepared data dir for `key`, built by the first of the run's processes to ask:
+    pytest-xdist's workers share the parent of their temporary folders, and a lock file there
+    makes the others wait for that build instead of each building its own."""
+    from app.bootstrap import prepare_data
+
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / f"prepared-{settings.search_engine}-{key[1][:16]}"
+    folder.mkdir(exist_ok=True)
+    template, done = folder / "data", folder / "done"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(template, ignore_errors=True)  # a build that died half-way
+            shaped = settings.model_copy(
+                update={
+                    "data_dir": template,
+                    "database_url": load_settings(data_dir=template).database_url,
+                    "index_dir": template / "index",
+                }
+            )
+            engine = create_db_engine(shaped)
+            try:
+                prepare_data(shaped, engine, ingest="always")
+            finally:
+                engine.dispose()
+            done.touch()
+    return template

@@ -131,6 +131,7 @@ def test_without_a_budget_a_crafted_line_parses_at_once():
     assert parsed.final is not None and parsed.final.message == "boom"
 
 
+@pytest.mark.slow  # a 55,000-line paste and its own app: the full suite runs it
 def test_a_paste_past_its_budget_is_a_503_with_a_sentence(
     make_settings, repo_content, tmp_path_factory
 ):

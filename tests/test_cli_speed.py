@@ -61,6 +61,9 @@ DATABASE_LIBRARIES = ("fastapi", "starlette", "sqlalchemy", "sqlmodel", "alembic
 # The likely tier stems words with Whoosh's Porter stemmer: that module alone, not its index.
 STEMMER = {"whoosh", "whoosh.lang", "whoosh.lang.porter"}
 
+# Every test here starts real CLI processes (what it imports is only seen in a fresh one).
+pytestmark = pytest.mark.slow
+
 
 def _env(settings: Settings, **more: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}

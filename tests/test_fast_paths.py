@@ -43,6 +43,7 @@ def schema():
     return build_schema()
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_document_tokens_are_the_analyzers_tokens(texts, schema):
     for name in SEARCH_FIELDS:
         analyzer = schema[name].analyzer
@@ -62,6 +63,7 @@ def test_spelling_words_are_the_spelling_analyzers(texts, schema):
         assert spelling_words(text) == [t.text for t in analyzer(text)]
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_a_word_becomes_the_query_the_parser_would_make(schema):
     builder = QueryBuilder(schema, list(SEARCH_FIELDS), FIELD_BOOSTS)
     queries = [q["query"] for q in json.loads(QUESTIONS.read_text(encoding="utf-8"))]
@@ -96,6 +98,7 @@ def _glossary_by_regex(text: str) -> str:
     return "\n".join(found)
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_the_glossary_finds_what_its_patterns_find(texts):
     words = [w for text in texts for w in text.split()]
     rng = random.Random(7)
@@ -105,6 +108,7 @@ def test_the_glossary_finds_what_its_patterns_find(texts):
         assert expansions(text) == _glossary_by_regex(text), text[:60]
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_highlight_spans_are_where_the_pattern_matches(texts):
     vocabulary = sorted({w.lower() for text in texts for w in re.findall(r"\w{2,}", text)})
     rng = random.Random(11)

@@ -185,6 +185,7 @@ def test_a_huge_file_is_refused_without_reading_it_all(tmp_path: Path):
     ]
 
 
+@pytest.mark.slow  # a linear-time check on megabytes: the full suite runs it
 def test_many_equal_headings_render_in_linear_time():
     text = entry_text(body="## h\n" * 20_000)  # 100 KB: the anchors plugin took 150 s on this
     started = time.thread_time()

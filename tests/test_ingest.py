@@ -280,6 +280,7 @@ def test_ingest_command_exits_1_when_a_file_is_refused(make_settings, content_di
     assert "1 new" in result.output and "1 broken" in result.output
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_the_repository_content_ingests_fully(engine, repo_content: Path):
     files = sorted(repo_content.glob("*.md"))
     report = ingest_content(engine, repo_content)

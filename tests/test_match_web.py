@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import cli
@@ -16,8 +17,8 @@ UNKNOWN = (
 )
 
 
-def test_api_answers_json_with_why_captures_and_fix(real_client):
-    response = real_client.post("/api/v1/match", json={"text": MODULE_PREFIX})
+def test_api_answers_json_with_why_captures_and_fix(shared_client):
+    response = shared_client.post("/api/v1/match", json={"text": MODULE_PREFIX})
     assert response.status_code == 200
     answer = response.json()
     assert answer["known"] is True
@@ -38,8 +39,8 @@ def test_api_answers_json_with_why_captures_and_fix(real_client):
     assert answer["related"] == []
 
 
-def test_api_takes_text_plain_and_says_plainly_when_nothing_is_known(real_client):
-    response = real_client.post(
+def test_api_takes_text_plain_and_says_plainly_when_nothing_is_known(shared_client):
+    response = shared_client.post(
         "/api/v1/match", content=UNKNOWN, headers={"Content-Type": "text/plain"}
     )
     answer = response.json()
@@ -48,12 +49,12 @@ def test_api_takes_text_plain_and_says_plainly_when_nothing_is_known(real_client
     assert all(set(r) == {"id", "title", "summary", "url", "score"} for r in answer["related"])
 
 
-def test_api_errors_have_the_one_shape(real_client):
-    bad_json = real_client.post(
+def test_api_errors_have_the_one_shape(shared_client):
+    bad_json = shared_client.post(
         "/api/v1/match", content=b"{not json", headers={"Content-Type": "application/json"}
     )
     assert bad_json.status_code == 400 and bad_json.json()["error"]["status"] == 400
-    no_text = real_client.post("/api/v1/match", json={"txt": "x"})
+    no_text = shared_client.post("/api/v1/match", json={"txt": "x"})
     assert no_text.status_code == 422
     assert no_text.json()["error"]["message"].startswith('Send a JSON object with a "text" string')
 
@@ -82,23 +83,23 @@ def test_oversized_paste_gets_413_with_a_message(real_client, real_settings):
     assert page.status_code == 413 and "larger than" in page.text
 
 
-def test_invalid_utf8_and_binary_input_still_get_an_answer(real_client):
+def test_invalid_utf8_and_binary_input_still_get_an_answer(shared_client):
     body = MODULE_PREFIX.encode() + b"\xff\xfe\x00\x81 trailing bytes"
-    answer = real_client.post(
+    answer = shared_client.post(
         "/api/v1/match", content=body, headers={"Content-Type": "text/plain"}
     ).json()
     assert answer["matches"][0]["id"] == "state-dict-module-prefix"
     binary = bytes(range(256)) * 40
-    response = real_client.post(
+    response = shared_client.post(
         "/api/v1/match", content=binary, headers={"Content-Type": "application/octet-stream"}
     )
     assert response.status_code == 200 and response.json()["known"] is False
 
 
-def test_match_page_works_without_javascript(real_client):
-    form = real_client.get("/match")
+def test_match_page_works_without_javascript(shared_client):
+    form = shared_client.get("/match")
     assert form.status_code == 200 and '<form method="post" action="/match"' in form.text
-    page = real_client.post("/match", data={"text": MODULE_PREFIX})
+    page = shared_client.post("/match", data={"text": MODULE_PREFIX})
     assert page.status_code == 200
     assert "What we read" in page.text and "/home/u/load.py" in page.text
     assert '<a href="/entries/state-dict-module-prefix">' in page.text
@@ -110,11 +111,11 @@ def test_match_page_works_without_javascript(real_client):
     assert all(
         re.fullmatch(r'<script src="[^"]*/static/(theme|app)\.js"( defer)?>', s) for s in scripts
     )
-    unknown = real_client.post("/match", data={"text": UNKNOWN})
+    unknown = shared_client.post("/match", data={"text": UNKNOWN})
     assert "No known pitfall matches this error." in unknown.text
 
 
-def test_match_page_folds_library_frames_and_puts_the_users_last_frame_first(real_client):
+def test_match_page_folds_library_frames_and_puts_the_users_last_frame_first(shared_client):
     paste = (
         "Traceback (most recent call last):\n"
         '  File "/home/u/<b>train</b>.py", line 30, in <module>\n'
@@ -128,7 +129,7 @@ def test_match_page_folds_library_frames_and_puts_the_users_last_frame_first(rea
         "RuntimeError: view size is not compatible with input tensor's size and stride (at least "
         "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.\n"
     )
-    page = real_client.post("/match", data={"text": paste})
+    page = shared_client.post("/match", data={"text": paste})
     assert page.status_code == 200
     read = page.text[page.text.index('id="read-h"') :]
     read = read[: read.index("</section>")]
@@ -146,7 +147,7 @@ def test_match_page_folds_library_frames_and_puts_the_users_last_frame_first(rea
         assert raw not in read
 
 
-def test_a_signature_that_matches_an_empty_message_is_shown_not_a_500(real_client):
+def test_a_signature_that_matches_an_empty_message_is_shown_not_a_500(shared_client):
     """A bare `StopIteration` from a DataLoader is matched by a pattern for an empty message."""
     paste = (
         "Traceback (most recent call last):\n"
@@ -156,7 +157,7 @@ def test_a_signature_that_matches_an_empty_message_is_shown_not_a_500(real_clien
         "    index = self._next_index()\n"
         "StopIteration\n"
     )
-    page = real_client.post("/match", data={"text": paste})
+    page = shared_client.post("/match", data={"text": paste})
     assert page.status_code == 200
     assert '<a href="/entries/dataloader-iterate-restart">' in page.text
     assert "<code>StopIteration: </code>" in page.text
@@ -192,6 +193,7 @@ def test_cli_match_exit_codes_and_json(real_settings, monkeypatch, tmp_path: Pat
     )
 
 
+@pytest.mark.slow  # starts real processes
 def test_cli_run_passes_output_through_and_explains_a_failure(real_settings, tmp_path: Path):
     env = {
         "PITFALLS_DATA_DIR": str(real_settings.data_dir),
@@ -236,9 +238,9 @@ def test_cli_run_passes_output_through_and_explains_a_failure(real_settings, tmp
     assert missing.returncode == 127
 
 
-def test_error_text_in_the_search_box_is_matched_before_it_is_searched(real_client):
+def test_error_text_in_the_search_box_is_matched_before_it_is_searched(shared_client):
     error = "RuntimeError: CUDA error: device-side assert triggered"
-    page = real_client.get("/search", params={"q": error})
+    page = shared_client.get("/search", params={"q": error})
     assert page.status_code == 200
     text = page.text
     assert "Read as an error: Known pitfall:" in text
@@ -247,5 +249,5 @@ def test_error_text_in_the_search_box_is_matched_before_it_is_searched(real_clie
     ]
     assert 'href="/entries/cuda-device-side-assert"' in section
     for query in ("contiguous", "KeyError"):  # no error, or one that nothing matches
-        plain = real_client.get("/search", params={"q": query})
+        plain = shared_client.get("/search", params={"q": query})
         assert plain.status_code == 200 and "as-error" not in plain.text

@@ -210,6 +210,7 @@ QUERIES = st.lists(st.one_of(SYNTAX, WORDS, st.text(max_size=12)), max_size=40).
 )
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 @settings(
     max_examples=300,
     deadline=None,

@@ -87,6 +87,7 @@ def test_both_halves_hold_positives_and_negatives(cases):
         assert sum(1 for c in inside if not c.expected) >= 20
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 @pytest.mark.parametrize("half", ["A", "B"])
 def test_held_out_accuracy_stays_above_its_floor(held_out, half):
     rep = report(held_out[half])
@@ -97,6 +98,7 @@ def test_held_out_accuracy_stays_above_its_floor(held_out, half):
     )
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_the_likely_tier_adds_right_answers_on_held_out_pastes(matcher, cases, held_out):
     signature_only = report(run(matcher, cases))
     both = report(held_out["A"] + held_out["B"])

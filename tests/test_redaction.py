@@ -261,6 +261,7 @@ def test_an_ordinary_error_comes_out_as_it_went_in(message):
     assert redact(message) == message
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_every_entry_example_is_still_recognised_after_redaction():
     records = signature_records(load_entry_files(collect_entry_files([REPO_CONTENT])))
     matcher = SignatureMatcher(records)

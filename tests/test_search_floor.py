@@ -124,6 +124,7 @@ def snippets(search, aliases) -> list[tuple[str, str, str]]:
     return found
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_no_snippet_is_an_alias_list(snippets, aliases):
     assert len(snippets) >= len(aliases)  # at least a snippet a title, most are the entry itself
     for query, entry, snippet in snippets:
@@ -139,6 +140,7 @@ def test_a_chinese_query_gets_a_chinese_sentence_where_the_entry_has_one(search)
         assert "<mark" in first.highlights
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_no_snippet_repeats_a_fragment(snippets):
     for query, entry, snippet in snippets:
         text = _plain(snippet)

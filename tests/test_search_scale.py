@@ -68,6 +68,7 @@ def big(module_search_engine, tmp_path_factory):
     service.close()
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 @pytest.mark.parametrize(
     ("query", "kind"),
     [("gradient", None), ("gradient overflow", None), ("tensor", "howto"), ("gradient", "gotcha")],
@@ -90,6 +91,7 @@ def test_every_entry_is_counted_by_an_empty_query(big):
     ]
 
 
+@pytest.mark.slow  # a hundred index updates: the full suite runs it
 def test_updates_do_not_pile_up_segments(search_engine, tmp_path: Path):
     """Forty one-entry updates (each a commit) leave few segments: they are merged in the
     background, and every edit is found."""

@@ -115,6 +115,7 @@ def test_only_bearer_is_read_from_authorization(wiki: Wiki):
 # ---- throttling --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # many real argon2 logins: the full suite runs it
 def test_a_guesser_elsewhere_does_not_lock_out_the_real_user(wiki: Wiki):
     attacker = _client(wiki, "203.0.113.7")
     for _ in range(PAIR_FREE_ATTEMPTS):
@@ -129,6 +130,7 @@ def test_a_guesser_elsewhere_does_not_lock_out_the_real_user(wiki: Wiki):
     assert _login(attacker, "bob").status_code == 429
 
 
+@pytest.mark.slow  # many real argon2 logins: the full suite runs it
 def test_an_address_guessing_many_names_is_capped(wiki: Wiki):
     attacker = _client(wiki, "203.0.113.8")
     names = [f"user{i}" for i in range(MAX_FAILURES_PER_ADDRESS)]
@@ -138,6 +140,7 @@ def test_an_address_guessing_many_names_is_capped(wiki: Wiki):
     assert _login(_client(wiki, "198.51.100.3"), "alice").status_code == 303
 
 
+@pytest.mark.slow  # a dozen real argon2 logins: the full suite runs it
 def test_successes_give_their_attempt_back(wiki: Wiki):
     """An office behind one address logs in all day without reaching the address cap."""
     office = "192.0.2.50"
@@ -145,6 +148,7 @@ def test_successes_give_their_attempt_back(wiki: Wiki):
         assert _login(_client(wiki, office), "rita").status_code == 303
 
 
+@pytest.mark.slow  # many real argon2 logins: the full suite runs it
 def test_the_wait_doubles_per_pair(engine_with_users):
     engine, now = engine_with_users, utcnow()
     for _ in range(PAIR_FREE_ATTEMPTS):
@@ -166,6 +170,7 @@ def test_the_wait_doubles_per_pair(engine_with_users):
     assert pairs == []
 
 
+@pytest.mark.slow  # many real argon2 logins: the full suite runs it
 def test_two_apps_on_one_database_share_the_count(make_settings, content_dir: Path):
     from app.web import create_app
 
@@ -179,6 +184,7 @@ def test_two_apps_on_one_database_share_the_count(make_settings, content_dir: Pa
         assert _login(workers[1], "alice", "wrong password").status_code == 429
 
 
+@pytest.mark.slow  # starts real processes
 def test_concurrent_attempts_in_many_processes_get_no_extra_guesses(engine_with_users, settings):
     """Ten guesses at once through four engines (as four workers would): five are checked."""
     engines = [engine_with_users] + [create_db_engine(settings) for _ in range(3)]

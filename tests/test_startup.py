@@ -49,6 +49,7 @@ def _one_sentence(result, *words: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # starts real processes
 def test_a_data_dir_this_user_cannot_write():
     # A folder every user can enter (pytest's own are private to root), with a data dir in it
     # that only its owner may write: the usual bind mount that the container's user meets.
@@ -72,6 +73,7 @@ def test_a_data_dir_this_user_cannot_write():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow  # starts real processes
 def test_a_database_nobody_listens_on(tmp_path):
     url = f"postgresql+psycopg://someone:secret@127.0.0.1:{free_port()}/pitfalls"
     result = _run(["ingest"], tmp_path, {"PITFALLS_DATABASE_URL": url})
@@ -79,6 +81,7 @@ def test_a_database_nobody_listens_on(tmp_path):
     assert "secret" not in line  # the password is never printed
 
 
+@pytest.mark.slow  # starts real processes
 def test_a_postgresql_url_without_its_driver(tmp_path):
     url = f"postgresql+psycopg://someone@127.0.0.1:{free_port()}/pitfalls"
     result = _run(
@@ -90,6 +93,7 @@ def test_a_postgresql_url_without_its_driver(tmp_path):
     _one_sentence(result, 'pip install "pitfalls[postgres]"')
 
 
+@pytest.mark.slow  # starts real processes
 def test_the_setup_lock_held_past_the_timeout(tmp_path, postgres_server):
     with postgres_server.database() as url:
         holder = create_engine(url)

@@ -45,6 +45,7 @@ def state(engine, entry_id: str) -> tuple[int, str, bool, bool]:
         return entry.revision, markdown, entry.archived, entry.edited_since_ingest
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_export_of_entries_never_edited_is_byte_identical(engine, tmp_path: Path):
     ingest_content(engine, REPO_CONTENT)
     out = tmp_path / "exported"

@@ -35,6 +35,7 @@ def test_corpus_is_big_and_varied_enough():
     assert all((CORPUS / name).is_file() for name in EXPECTED)
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_top_1_accuracy_on_positives_is_at_least_95_percent(answers):
     positives = {n: c["expected"] for n, c in EXPECTED.items() if c["expected"]}
     wrong = {n: (want, answers[n]) for n, want in positives.items() if answers[n] != want}

@@ -2,6 +2,7 @@
 
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -210,6 +211,7 @@ def test_parser_never_raises_on_arbitrary_text(text):
 
 
 @settings(max_examples=12, deadline=None)
+@pytest.mark.slow  # a linear-time check on megabytes: the full suite runs it
 @given(
     st.text(
         alphabet=st.sampled_from(list(" \t\n:>|[]()\"'`-+^~*E0123456789abcdefFileTracebackError.")),

@@ -10,16 +10,16 @@ from app.entry_details import fix_first
 pytestmark = pytest.mark.both_databases
 
 
-def test_health_reports_entries_sequence_and_index(real_client):
-    body = real_client.get("/api/v1/health").json()
+def test_health_reports_entries_sequence_and_index(shared_client):
+    body = shared_client.get("/api/v1/health").json()
     assert body["status"] == "ok"
     assert body["entries"] >= 8
     assert body["change_seq"] == body["index"]["seq"] >= body["entries"]
     assert body["index"]["behind"] == 0 and body["index"]["age_seconds"] >= 0
 
 
-def test_home_page_has_a_search_box_and_alternate_link(real_client):
-    response = real_client.get("/")
+def test_home_page_has_a_search_box_and_alternate_link(shared_client):
+    response = shared_client.get("/")
     assert response.status_code == 200
     assert '<input id="q"' in response.text and 'action="/search"' in response.text
     assert (
@@ -27,14 +27,14 @@ def test_home_page_has_a_search_box_and_alternate_link(real_client):
     )
 
 
-def test_search_page_and_its_json_twin_show_the_same_hits(real_client):
-    page = real_client.get("/search", params={"q": "batches tracked"})
+def test_search_page_and_its_json_twin_show_the_same_hits(shared_client):
+    page = shared_client.get("/search", params={"q": "batches tracked"})
     assert page.status_code == 200
     twin_url = re.search(
         r'<link rel="alternate" type="application/json" href="([^"]+)"', page.text
     ).group(1)
     assert twin_url.replace("&amp;", "&") == "/api/v1/search?q=batches+tracked"
-    data = real_client.get(twin_url.replace("&amp;", "&")).json()
+    data = shared_client.get(twin_url.replace("&amp;", "&")).json()
     assert data["hits"][0]["id"] == "state-dict-num-batches-tracked"
     assert data["hits"][0]["url"] == "/entries/state-dict-num-batches-tracked"
     assert set(data) >= {"total", "hits", "facets", "suggestion"}
@@ -43,29 +43,29 @@ def test_search_page_and_its_json_twin_show_the_same_hits(real_client):
     assert '<mark class="match' in page.text
 
 
-def test_search_page_offers_the_suggestion(real_client):
-    page = real_client.get("/search", params={"q": "contigous", "exact": "1"})
+def test_search_page_offers_the_suggestion(shared_client):
+    page = shared_client.get("/search", params={"q": "contigous", "exact": "1"})
     assert 'Did you mean <a href="/search?q=contiguous">contiguous</a>?' in page.text
-    corrected = real_client.get("/search", params={"q": "contigous"})
+    corrected = shared_client.get("/search", params={"q": "contigous"})
     assert "Showing results for <strong>contiguous</strong>" in corrected.text
 
 
-def test_search_values_are_escaped(real_client):
-    page = real_client.get("/search", params={"q": "<script>alert(1)</script>"})
+def test_search_values_are_escaped(shared_client):
+    page = shared_client.get("/search", params={"q": "<script>alert(1)</script>"})
     assert page.status_code == 200
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;" in page.text
 
 
-def test_entry_page_and_json_twin(real_client):
-    page = real_client.get("/entries/view-non-contiguous")
+def test_entry_page_and_json_twin(shared_client):
+    page = shared_client.get("/entries/view-non-contiguous")
     assert page.status_code == 200
     assert "<h1>" in page.text and 'id="fix"' in page.text
     assert (
         page.headers["link"]
         == '</api/v1/entries/view-non-contiguous>; rel="alternate"; type="application/json"'
     )
-    response = real_client.get("/api/v1/entries/view-non-contiguous")
+    response = shared_client.get("/api/v1/entries/view-non-contiguous")
     data = response.json()
     assert response.headers["etag"] == f'"{data["revision"]}"'
     assert data["markdown"].startswith("---\nid: view-non-contiguous\n")
@@ -76,22 +76,22 @@ def test_entry_page_and_json_twin(real_client):
     assert page.text.index('id="fix"') < page.text.index('id="what-you-see"')
 
 
-def test_one_error_shape_for_the_api_and_a_page_for_people(real_client):
-    response = real_client.get("/api/v1/entries/no-such-entry")
+def test_one_error_shape_for_the_api_and_a_page_for_people(shared_client):
+    response = shared_client.get("/api/v1/entries/no-such-entry")
     assert response.status_code == 404
     assert response.json() == {
         "error": {"status": 404, "message": "no entry with id 'no-such-entry'"}
     }
-    bad = real_client.get("/api/v1/search", params={"page": 0})
+    bad = shared_client.get("/api/v1/search", params={"page": 0})
     assert bad.status_code == 422 and bad.json()["error"]["status"] == 422
-    page = real_client.get("/entries/no-such-entry")
+    page = shared_client.get("/entries/no-such-entry")
     assert page.status_code == 404
     assert "There is no entry &#39;no-such-entry&#39;" in page.text
-    assert real_client.get("/nowhere").status_code == 404
+    assert shared_client.get("/nowhere").status_code == 404
 
 
-def test_openapi_documents_the_api(real_client):
-    paths = real_client.get("/openapi.json").json()["paths"]
+def test_openapi_documents_the_api(shared_client):
+    paths = shared_client.get("/openapi.json").json()["paths"]
     assert {
         "/api/v1/health",
         "/api/v1/search",
@@ -108,42 +108,42 @@ def test_openapi_documents_the_api(real_client):
     ]
 
 
-def test_facet_links_keep_the_other_filter_and_toggle_their_own(real_client):
-    page = real_client.get("/search", params={"q": "tensor", "kind": "error"}).text
+def test_facet_links_keep_the_other_filter_and_toggle_their_own(shared_client):
+    page = shared_client.get("/search", params={"q": "tensor", "kind": "error"}).text
     assert 'href="/search?kind=error&amp;q=tensor&amp;tag=shapes"' in page
     # Clicking the active kind clears it.
     assert re.search(r'href="/search\?q=tensor"\s+aria-current="true"', page)
 
 
-def test_entry_page_shows_the_shipped_verification_on_first_start(real_client):
+def test_entry_page_shows_the_shipped_verification_on_first_start(shared_client):
     """content/verification.json holds what verify ran; a fresh data dir shows it (a snippet
     changed since, or never run, stays "not verified yet": tests/test_verification.py)."""
-    page = real_client.get("/entries/view-non-contiguous").text
+    page = shared_client.get("/entries/view-non-contiguous").text
     assert re.search(r"Verified on torch 2\.13\.0\S*, Python 3\.11\.\d+, \d{4}-\d\d-\d\d:", page)
-    data = real_client.get("/api/v1/entries/view-non-contiguous").json()
+    data = shared_client.get("/api/v1/entries/view-non-contiguous").json()
     assert data["verification"]["status"] == "verified"
     assert data["verification"]["torch_version"].startswith("2.13.0")
 
 
 def test_entries_whose_snippets_need_a_gpu_say_so_and_not_yet_stays_off_the_first_screen(
-    real_client,
+    shared_client,
 ):
     """cuda-out-of-memory's snippets all declare `requires=cuda` and none has run: its first
     screen carries no "not verified" badge, the snippets section says they need a GPU. An entry
     with a CPU part verified and a GPU part skipped says which is which."""
-    page = real_client.get("/entries/cuda-out-of-memory").text
+    page = shared_client.get("/entries/cuda-out-of-memory").text
     head, rest = page.split('<div class="entry-layout">', 1)
     assert 'class="verified' not in head
     assert "Not run yet: these snippets need a GPU (requires cuda)" in rest
-    data = real_client.get("/api/v1/entries/cuda-out-of-memory").json()["verification"]
+    data = shared_client.get("/api/v1/entries/cuda-out-of-memory").json()["verification"]
     assert (data["status"], data["skipped_need_gpu"]) == ("unverified", True)
 
-    page = real_client.get("/entries/pin-memory-cuda-tensor").text
+    page = shared_client.get("/entries/pin-memory-cuda-tensor").text
     head = page.split('<div class="entry-layout">', 1)[0]
     assert re.search(r"Verified on CPU parts: torch 2\.13\.0\S*, Python 3\.11\.\d+, ", head)
     assert "1 passed; GPU parts need a GPU (1 snippet: requires cuda)" in head
     # A snippet skipped for another reason is not called a GPU part.
-    data = real_client.get("/api/v1/entries/view-non-contiguous").json()["verification"]
+    data = shared_client.get("/api/v1/entries/view-non-contiguous").json()["verification"]
     assert data["skipped_need_gpu"] is False
 
 
@@ -160,16 +160,16 @@ PAGE_TYPES = [  # page, its JSON twin, the list of entries the page must show
 ]
 
 
-def test_every_page_type_links_its_json_twin_built_from_the_same_data(real_client):
+def test_every_page_type_links_its_json_twin_built_from_the_same_data(shared_client):
     for page_url, twin_url, listed in PAGE_TYPES:
-        page = real_client.get(page_url)
+        page = shared_client.get(page_url)
         assert page.status_code == 200, page_url
         assert page.headers["link"] == f'<{twin_url}>; rel="alternate"; type="application/json"'
         assert (
             f'<link rel="alternate" type="application/json" href="{twin_url.replace("&", "&amp;")}">'
             in page.text
         )
-        twin = real_client.get(twin_url)
+        twin = shared_client.get(twin_url)
         assert twin.status_code == 200 and twin.headers["content-type"] == "application/json"
         data = twin.json()
         # the page shows what the twin holds
@@ -178,20 +178,20 @@ def test_every_page_type_links_its_json_twin_built_from_the_same_data(real_clien
             titles.append(data["title"])
         missing = [t for t in titles if str(escape(t)) not in page.text]
         assert titles and not missing, (page_url, missing)
-    overview = real_client.get("/api/v1/overview").json()
+    overview = shared_client.get("/api/v1/overview").json()
     assert overview["entries"] >= 100 and sum(overview["kinds"].values()) == overview["entries"]
 
 
-def test_tag_pages_and_missing_tags(real_client):
-    data = real_client.get("/api/v1/tags/checkpoint").json()
+def test_tag_pages_and_missing_tags(shared_client):
+    data = shared_client.get("/api/v1/tags/checkpoint").json()
     assert data["total"] == len(data["entries"]) > 1 and all(
         "checkpoint" in e["tags"] for e in data["entries"]
     )
-    assert real_client.get("/tags/no-such-tag").status_code == 404
-    assert real_client.get("/api/v1/tags/no-such-tag").json()["error"]["status"] == 404
+    assert shared_client.get("/tags/no-such-tag").status_code == 404
+    assert shared_client.get("/api/v1/tags/no-such-tag").json()["error"]["status"] == 404
 
 
-def test_security_headers_and_no_inline_script(real_client):
+def test_security_headers_and_no_inline_script(shared_client):
     for url in (
         "/",
         "/search?q=x",
@@ -200,7 +200,7 @@ def test_security_headers_and_no_inline_script(real_client):
         "/help",
         "/api/v1/health",
     ):
-        response = real_client.get(url)
+        response = shared_client.get(url)
         csp = response.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp
         assert response.headers["x-content-type-options"] == "nosniff"
@@ -211,35 +211,35 @@ def test_security_headers_and_no_inline_script(real_client):
         assert " style=" not in response.text and " on" + "click=" not in response.text
 
 
-def test_snippets_download_as_python_files(real_client):
-    entry = real_client.get("/api/v1/entries/view-non-contiguous").json()
-    response = real_client.get("/entries/view-non-contiguous/snippets/0.py")
+def test_snippets_download_as_python_files(shared_client):
+    entry = shared_client.get("/api/v1/entries/view-non-contiguous").json()
+    response = shared_client.get("/entries/view-non-contiguous/snippets/0.py")
     assert response.status_code == 200
     assert (
         response.headers["content-disposition"]
         == 'attachment; filename="view-non-contiguous-fix-0.py"'
     )
     assert response.text == entry["snippets"][0]["code"]
-    page = real_client.get("/entries/view-non-contiguous").text
+    page = shared_client.get("/entries/view-non-contiguous").text
     assert 'href="/entries/view-non-contiguous/snippets/1.py" download' in page
-    assert real_client.get("/entries/view-non-contiguous/snippets/99.py").status_code == 404
+    assert shared_client.get("/entries/view-non-contiguous/snippets/99.py").status_code == 404
 
 
-def test_related_entries_show_their_titles(real_client):
-    data = real_client.get("/api/v1/entries/view-non-contiguous").json()
+def test_related_entries_show_their_titles(shared_client):
+    data = shared_client.get("/api/v1/entries/view-non-contiguous").json()
     assert data["related"] and all(set(r) == {"id", "title", "url"} for r in data["related"])
-    page = real_client.get("/entries/view-non-contiguous").text
+    page = shared_client.get("/entries/view-non-contiguous").text
     assert f'<a href="{data["related"][0]["url"]}">' in page
 
 
-def test_opensearch_help_favicon_and_zero_result_hint(real_client):
-    xml = real_client.get("/opensearch.xml")
+def test_opensearch_help_favicon_and_zero_result_hint(shared_client):
+    xml = shared_client.get("/opensearch.xml")
     assert xml.headers["content-type"].startswith("application/opensearchdescription+xml")
     assert "/search?q={searchTerms}" in xml.text
-    assert real_client.get("/static/favicon.svg").status_code == 200
-    assert real_client.get("/static/app.js").status_code == 200
-    assert "Adding an entry" in real_client.get("/help").text
-    empty = real_client.get("/search", params={"q": "zzqxqzz nothingmatches"}).text
+    assert shared_client.get("/static/favicon.svg").status_code == 200
+    assert shared_client.get("/static/app.js").status_code == 200
+    assert "Adding an entry" in shared_client.get("/help").text
+    empty = shared_client.get("/search", params={"q": "zzqxqzz nothingmatches"}).text
     assert 'href="/match">paste the whole traceback</a>' in empty
 
 

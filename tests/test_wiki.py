@@ -219,6 +219,7 @@ def test_browser_writes_need_the_session_csrf_token(wiki: Wiki):
     assert ok.status_code == 303 and ok.headers["location"] == "/entries/first-entry?saved=2"
 
 
+@pytest.mark.slow  # many real argon2 logins: the full suite runs it
 def test_login_cookie_throttling_and_safe_redirects(wiki: Wiki):
     client = wiki.anonymous()
     token = csrf_of(client.get("/login").text)
