@@ -26,12 +26,14 @@ from sqlmodel import Session
 from app.accounts import (
     CLI,
     AccountDisabled,
+    AccountError,
     Identity,
     add_user,
     disable_user,
     get_user,
     groups_of,
     role_for_groups,
+    role_from_groups,
     set_role,
     sign_in_identity,
 )
@@ -97,6 +99,43 @@ def test_a_provider_role_follows_the_groups_and_an_admin_role_is_kept(engine):
         for groups in [("pitfalls-admins",), ()]:
             user = _sign_in(session, _identity("quinn", *groups))
             assert (user.role, user.role_source) == ("editor", "admin")
+
+
+def test_a_role_given_back_to_the_groups_follows_them_from_the_next_sign_in(engine):
+    with Session(engine) as session:
+        add_user(session, name="root", role="admin", password="a long password", actor=CLI)
+        _sign_in(session, _identity("rosa", "ml-team"))
+        set_role(session, name="rosa", role="reader", actor=CLI)
+        session.commit()
+        assert _sign_in(session, _identity("rosa", "ml-team")).role == "reader"  # kept
+        role_from_groups(session, name="rosa", actor=CLI)
+        session.commit()
+        user = _sign_in(session, _identity("rosa", "ml-team"))
+        assert (user.role, user.role_source) == ("editor", "provider")
+        with pytest.raises(AccountError, match="never signed in with OpenID Connect"):
+            role_from_groups(session, name="root", actor=CLI)
+
+
+def test_with_passwords_off_the_cli_asks_for_no_password(tmp_path: Path, monkeypatch):
+    from click.testing import CliRunner
+
+    from app.cli import cli
+
+    monkeypatch.setenv("PITFALLS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PITFALLS_LOCAL_PASSWORDS", "false")
+    monkeypatch.setenv(
+        "PITFALLS_OIDC_DISCOVERY_URL", "http://127.0.0.1:9/.well-known/openid-configuration"
+    )
+    monkeypatch.setenv("PITFALLS_OIDC_CLIENT_ID", CLIENT_ID)
+    monkeypatch.setenv("PITFALLS_OIDC_CLIENT_SECRET", CLIENT_SECRET)
+    runner = CliRunner()
+    for args in (["user", "add", "ivo"], ["user", "password", "ivo"]):
+        result = runner.invoke(cli, args, input="a long password\na long password\n")
+        assert result.exit_code == 1, result.output
+        assert "Password" not in result.output  # never prompted
+        assert "passwords are off here" in result.output
+    result = runner.invoke(cli, ["user", "role", "ivo"])
+    assert result.exit_code == 2 and "either a ROLE or --from-groups" in result.output
 
 
 def test_the_groups_never_remove_the_last_admin(engine):

@@ -66,6 +66,7 @@ from app.accounts.users import (
     get_user,
     list_users,
     reset_password,
+    role_from_groups,
     set_password,
     set_role,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "reset_password",
     "revoke_token",
     "role_for_groups",
+    "role_from_groups",
     "set_password",
     "set_role",
     "sign_in_identity",

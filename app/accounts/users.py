@@ -53,6 +53,18 @@ def _existing_user(session: Session, name: str) -> User:
     return user
 
 
+def role_from_groups(session: Session, *, name: str, actor: Principal) -> User:
+    """Give `name`'s role back to its OpenID Connect groups (`set_role` took it from them):
+    the next sign-in sets it. An account with no provider identity has no groups."""
+    user = _existing_user(session, name)
+    if user.oidc_subject is None:
+        raise AccountError(f"{name!r} has never signed in with OpenID Connect: it has no groups")
+    user.role_source = "provider"
+    session.add(user)
+    audit(session, actor, "user.role", name, "role from the groups from the next sign-in")
+    return user
+
+
 def set_role(session: Session, *, name: str, role: str, actor: Principal) -> User:
     user = _existing_user(session, name)
     _check_role(role)

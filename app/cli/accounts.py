@@ -25,6 +25,20 @@ def _accounts() -> Iterator:
             sys.exit(1)
 
 
+def _passwords_on(command: str) -> None:
+    """Exit 1 with a sentence where the site has no password logins (OIDC only)."""
+    from app.cli.group import _settings
+
+    if not _settings().local_passwords:
+        click.echo(
+            f"error: passwords are off here (PITFALLS_LOCAL_PASSWORDS=false), so `pitfalls user "
+            f"{command}` has nothing to do: an account is made at its first OpenID Connect "
+            "sign-in; then `pitfalls user role NAME ROLE` sets its role",
+            err=True,
+        )
+        sys.exit(1)
+
+
 def _read_password(from_stdin: bool) -> str:
     if from_stdin:
         return sys.stdin.readline().rstrip("\n")
@@ -47,6 +61,7 @@ def user_add(name: str, role: str, password_stdin: bool) -> None:
     """Create a user; the password is asked for (or read from stdin)."""
     from app.accounts import CLI, add_user
 
+    _passwords_on("add")  # before the prompt: never ask for a password nobody can use
     password = _read_password(password_stdin)
     with _accounts() as session:
         add_user(session, name=name, role=role, password=password, actor=CLI)
@@ -66,14 +81,29 @@ def user_list() -> None:
 
 @user.command("role")
 @click.argument("name")
-@click.argument("role", type=ROLE_CHOICE)
-def user_role(name: str, role: str) -> None:
-    """Change a user's role."""
-    from app.accounts import CLI, set_role
+@click.argument("role", type=ROLE_CHOICE, required=False)
+@click.option(
+    "--from-groups",
+    is_flag=True,
+    help="Give the role back to the OpenID Connect groups: set at the user's next sign-in.",
+)
+def user_role(name: str, role: str | None, from_groups: bool) -> None:
+    """Change a user's role (a role set here stays, whatever the groups say, until
+    --from-groups gives it back to them)."""
+    from app.accounts import CLI, role_from_groups, set_role
 
+    if from_groups == (role is not None):
+        raise click.UsageError("give either a ROLE or --from-groups")
     with _accounts() as session:
-        set_role(session, name=name, role=role, actor=CLI)
-    click.echo(f"{name} is now {role}")
+        if from_groups:
+            role_from_groups(session, name=name, actor=CLI)
+        else:
+            assert role is not None
+            set_role(session, name=name, role=role, actor=CLI)
+    if from_groups:
+        click.echo(f"{name}'s role follows the groups again, from the next sign-in")
+    else:
+        click.echo(f"{name} is now {role}")
 
 
 @user.command("password")
@@ -83,6 +113,7 @@ def user_password(name: str, password_stdin: bool) -> None:
     """Set a user's password (this logs them out everywhere)."""
     from app.accounts import CLI, set_password
 
+    _passwords_on("password")
     password = _read_password(password_stdin)
     with _accounts() as session:
         set_password(session, name=name, password=password, actor=CLI)
