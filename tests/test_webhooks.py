@@ -611,3 +611,49 @@ def test_a_slow_receiver_does_not_hold_a_save(tmp_path: Path):
         f"save (median of 3): {baseline * 1000:.1f} ms without a webhook, "
         f"{while_held[1] * 1000:.1f} ms while the receiver held its delivery"
     )
+
+
+# A resolver that never answers: inside bubblewrap, a fresh network namespace whose
+# /etc/resolv.conf names 127.0.0.1, where a UDP socket takes every question and answers none.
+_SILENT_RESOLVER = """
+import json, socket, sys, threading, time
+silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+silent.bind(("127.0.0.1", 53))
+threading.Thread(target=lambda: [silent.recvfrom(4096) for _ in iter(int, 1)], daemon=True).start()
+from app.webhooks.delivery import post
+started = time.monotonic()
+attempt = post("https://hooks.example.org/x", b"{}", {}, timeout_s=0.5)
+took = time.monotonic() - started
+started = time.monotonic()
+try:
+    socket.getaddrinfo("hooks.example.org", 443)
+except OSError:
+    pass
+print(json.dumps({"post_s": took, "error": attempt.error, "resolver_s": time.monotonic() - started}))
+"""
+
+
+@pytest.mark.slow  # starts a process in a sandbox of its own
+def test_a_host_name_that_never_resolves_is_cut_off_at_the_deadline(tmp_path: Path):
+    """The C resolver has no timeout of its own: a delivery must not wait for it."""
+    import shutil
+    import sys
+
+    from tests.conftest import REPO, require
+
+    bwrap = shutil.which("bwrap")
+    require(bwrap is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
+    assert bwrap is not None
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions timeout:2 attempts:2\n")
+    command = [bwrap, "--unshare-user", "--uid", "0", "--unshare-net", "--bind", "/", "/"]
+    command += ["--ro-bind", str(resolv), "/etc/resolv.conf", "--dev", "/dev", "--proc", "/proc"]
+    command += ["--chdir", str(REPO), sys.executable, "-c", _SILENT_RESOLVER]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    require(run.returncode == 0 or "bwrap:" not in run.stderr, f"bubblewrap refused: {run.stderr}")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    # The baseline, measured in the same run: the resolver itself waits seconds (2 s x 2 tries).
+    assert result["resolver_s"] >= 3, result
+    assert result["post_s"] < result["resolver_s"] / 2, result
+    assert result["error"] == "The host name 'hooks.example.org' was not resolved within 0.5 s."

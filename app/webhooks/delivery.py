@@ -138,6 +138,53 @@ class Attempt:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
+class _NotResolvedInTime(TimeoutError):
+    pass
+
+
+def _resolve(host: str, port: int, timeout_s: float) -> list[tuple]:
+    """`getaddrinfo` within `timeout_s`: the C resolver has no timeout of its own and can wait
+    far past a delivery's deadline, so it runs in a thread of its own that is left behind
+    (it ends when the resolver gives up) if it takes longer: _NotResolvedInTime then."""
+    found: list[tuple] = []
+    failed: list[BaseException] = []
+
+    def look_up() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=look_up, name="webhook-resolve", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise _NotResolvedInTime
+    if failed:
+        raise failed[0]
+    return found
+
+
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
+    """A connected socket to `host`, name resolution and connecting both within the deadline."""
+    last: OSError | None = None
+    for family, kind, proto, _, address in _resolve(host, port, deadline - time.monotonic()):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(remaining)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, TimeoutError):
+                raise
+            last = exc
+    raise last or OSError(f"no address for {host}")
+
+
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) -> Attempt:
     """POST `body` to `url` within `timeout_s` in all, never following a redirect, reading at
     most MAX_RESPONSE_BYTES of the answer; what happened, in a sentence when it failed."""
@@ -146,10 +193,9 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     deadline = time.monotonic() + timeout_s
     connection: http.client.HTTPConnection
-    if parts.scheme == "https":
-        connection = http.client.HTTPSConnection(
-            host, port, timeout=timeout_s, context=ssl.create_default_context()
-        )
+    context = ssl.create_default_context() if parts.scheme == "https" else None
+    if context is not None:
+        connection = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
     else:
         connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
     where = f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
@@ -167,6 +213,13 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
     watchdog.daemon = True
     watchdog.start()
     try:
+        # Connected here, within the deadline (http.client's own connect resolves the name
+        # with no bound); the connection then uses this socket, keeping its Host header.
+        sock = _connect(host, port or (443 if parts.scheme == "https" else 80), deadline)
+        if context is not None:
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            sock = context.wrap_socket(sock, server_hostname=host)
+        connection.sock = sock
         connection.request("POST", target, body=body, headers=headers)
         if connection.sock is not None:
             connection.sock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -190,6 +243,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float) ->
             raise TimeoutError
     except ConnectionRefusedError:
         return Attempt(None, f"The receiver refused the connection (nothing listens at {where}).")
+    except _NotResolvedInTime:
+        return Attempt(None, f"The host name {host!r} was not resolved within {timeout_s:g} s.")
     except TimeoutError:
         return Attempt(None, f"No answer from {where} within {timeout_s:g} s.")
     except socket.gaierror:
