@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from app.accounts import (
     CLI,
@@ -36,7 +37,9 @@ from app.accounts import (
     role_from_groups,
     set_role,
     sign_in_identity,
+    sign_in_identity_once_settled,
 )
+from app.models import User
 from app.settings import SettingsError, load_settings, parse_role_map
 from tests.conftest import REPO, Served, free_port
 from tests.oidc_provider import basic_auth
@@ -136,6 +139,53 @@ def test_with_passwords_off_the_cli_asks_for_no_password(tmp_path: Path, monkeyp
         assert "passwords are off here" in result.output
     result = runner.invoke(cli, ["user", "role", "ivo"])
     assert result.exit_code == 2 and "either a ROLE or --from-groups" in result.output
+
+
+@pytest.mark.both_databases
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("same_person", [True, False], ids=["two tabs", "two people, one name"])
+def test_first_sign_ins_at_once_both_get_in(engine, same_person):
+    """On PostgreSQL two first sign-ins run at once: the second's insert waits on the first's
+    unique key, then is refused. It is tried again and finds the first's account (or the
+    next free name), instead of a 500. (SQLite's write queue runs one at a time.)"""
+    import time
+
+    from sqlalchemy import text
+
+    first_identity = _identity("tess", "ml-team")
+    second_identity = first_identity if same_person else _identity("tess", subject="sub-other")
+    first = Session(engine)
+    sign_in_identity(first, first_identity, role_map=ROLE_MAP, default_role="reader")
+    first.flush()  # inserted, not committed: a second insert of its keys waits for it
+    done: dict = {}
+
+    def second() -> None:
+        try:
+            done["user"] = sign_in_identity_once_settled(
+                engine, second_identity, role_map=ROLE_MAP, default_role="reader"
+            )
+        except Exception as exc:
+            done["error"] = exc
+
+    worker = threading.Thread(target=second)
+    worker.start()
+    with engine.connect() as watch:  # until the second waits on the first's lock
+        for _ in range(600):
+            waiting = watch.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            ).scalar()
+            if waiting or not worker.is_alive():
+                break
+            time.sleep(0.05)
+    assert waiting, "the second sign-in never waited on the first"
+    first.commit()
+    first.close()
+    worker.join(timeout=60)
+    assert "error" not in done, done
+    with Session(engine) as session:
+        names = sorted(u.name for u in session.exec(select(User)).all())
+    assert names == (["tess"] if same_person else ["tess", "tess-2"])
+    assert done["user"].name == ("tess" if same_person else "tess-2")
 
 
 def test_the_groups_never_remove_the_last_admin(engine):

@@ -14,6 +14,7 @@ from app.accounts.identities import (
     identity_user,
     role_for_groups,
     sign_in_identity,
+    sign_in_identity_once_settled,
 )
 from app.accounts.logins import (
     ADDRESS_WINDOW,
@@ -118,6 +119,7 @@ __all__ = [
     "set_password",
     "set_role",
     "sign_in_identity",
+    "sign_in_identity_once_settled",
     "start_login_session",
     "token_principal",
     "token_state",

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from app.accounts.principals import ROLE_RANK, AccountDisabled, Principal, audit
@@ -126,3 +128,33 @@ def sign_in_identity(
     user.last_login_at = now
     session.add(user)
     return user
+
+
+SIGN_IN_TRIES = 3
+
+
+def sign_in_identity_once_settled(
+    engine: Engine,
+    identity: Identity,
+    *,
+    role_map: Mapping[str, str],
+    default_role: str,
+    tries: int = SIGN_IN_TRIES,
+) -> User:
+    """`sign_in_identity` in a transaction of its own, committed. Two first sign-ins at once
+    (two tabs, or two people whose names come out the same) both insert, and the database
+    refuses the second by a unique key; tried again, it finds the account the first made, or
+    the next free name. IntegrityError when every try collided."""
+    for tries_left in reversed(range(tries)):
+        with Session(engine, expire_on_commit=False) as session:
+            try:
+                user = sign_in_identity(
+                    session, identity, role_map=role_map, default_role=default_role
+                )
+                session.commit()
+                return user
+            except IntegrityError:
+                session.rollback()
+                if not tries_left:
+                    raise
+    raise AssertionError("unreachable")

@@ -20,9 +20,9 @@ from authlib.integrations.base_client import MismatchingStateError, OAuthError
 from authlib.integrations.starlette_client import OAuth, StarletteOAuth2App
 from fastapi import HTTPException, Request
 from joserfc.errors import JoseError
-from sqlmodel import Session
+from sqlalchemy.exc import IntegrityError
 
-from app.accounts import AccountDisabled, Identity, groups_of, sign_in_identity
+from app.accounts import AccountDisabled, Identity, groups_of, sign_in_identity_once_settled
 from app.settings import Settings
 from app.web.auth import log_in
 from app.web.http import public_base
@@ -189,17 +189,17 @@ async def finish(request: Request) -> str:
     identity = identity_of(claims, settings)
 
     def write() -> None:
-        with Session(runtime.engine, expire_on_commit=False) as session:
-            try:
-                user = sign_in_identity(
-                    session,
-                    identity,
-                    role_map=settings.oidc_roles,
-                    default_role=settings.oidc_default_role,
-                )
-            except AccountDisabled as exc:
-                raise SignInFailed(403, str(exc)) from None
-            session.commit()
+        try:
+            user = sign_in_identity_once_settled(
+                runtime.engine,
+                identity,
+                role_map=settings.oidc_roles,
+                default_role=settings.oidc_default_role,
+            )
+        except AccountDisabled as exc:
+            raise SignInFailed(403, str(exc)) from None
+        except IntegrityError:
+            raise SignInFailed(503, "Signing in collided with other sign-ins; try again.") from None
         log_in(request, user)  # a new session: the state, the verifier and `next` are gone
         request.session[VIA_KEY] = CLIENT_NAME
 
