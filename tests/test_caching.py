@@ -454,3 +454,24 @@ def test_a_private_site_never_answers_a_kept_paste_to_anonymous_callers(private_
     assert client.post("/api/v1/match", json=paste, headers=private_site.writer).status_code == 200
     assert len(private_site.app.state.runtime.answers) == 1
     assert client.post("/api/v1/match", json=paste).status_code == 401
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # counts work, not storage
+def test_a_second_matcher_cache_in_one_process_reads_no_unchanged_entry_again(real_settings):
+    """Each app builds its matcher at start; a second app in one process (hundreds in this
+    suite) starts from the matcher built last and tokenizes only the entries that differ."""
+    from app.answers import MatcherCache
+    from app.storage import create_db_engine
+
+    engine = create_db_engine(real_settings)
+    try:
+        first = MatcherCache(engine).current()
+        second = MatcherCache(engine).current()
+        assert second is not first
+        assert second.likely.read_afresh == 0
+        paste = parse_traceback("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+        assert [m.entry_id for m in second.match(paste).matches] == [
+            m.entry_id for m in first.match(paste).matches
+        ]
+    finally:
+        engine.dispose()
