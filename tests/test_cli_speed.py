@@ -260,3 +260,23 @@ def test_links_printed_from_a_server_are_absolute(server, real_settings):
     assert [w[0] for w in hits] == [line.split()[0] for line in local.stdout.splitlines()[1:]]
     as_json = json.loads(_run(real_settings, "search", "tensor", "--json", "--server", base).stdout)
     assert as_json["hits"] and as_json["total"] >= len(as_json["hits"])
+
+
+def test_every_command_module_is_named_in_the_lazy_table():
+    """The group imports a command's module only when that command is asked for: every
+    command a module of app/cli defines is in the table, under that module."""
+    import importlib
+    import pkgutil
+
+    import app.cli
+    from app.cli.group import COMMAND_MODULES, cli
+
+    defined = {}
+    for info in pkgutil.iter_modules(app.cli.__path__):
+        before = set(cli.commands)
+        importlib.import_module(f"app.cli.{info.name}")
+        for name in set(cli.commands) - before:
+            defined[name] = info.name
+    assert set(cli.every_command()) == set(COMMAND_MODULES)
+    for name, module in defined.items():
+        assert COMMAND_MODULES[name] == module

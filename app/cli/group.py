@@ -2,6 +2,7 @@
 exit code 2 of a command that could not run."""
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -55,9 +56,47 @@ def _database() -> Iterator:
         engine.dispose()
 
 
+# Which module of app/cli defines each command: a command's module is imported when the command
+# is asked for, so `pitfalls match` never pays for the web server's or the accounts' imports.
+COMMAND_MODULES = {
+    "backup": "maintenance",
+    "check": "content",
+    "export": "content",
+    "ingest": "content",
+    "match": "answers",
+    "mcp": "serving",
+    "reindex": "maintenance",
+    "restore": "maintenance",
+    "run": "run",
+    "search": "answers",
+    "serve": "serving",
+    "show": "show",
+    "token": "accounts",
+    "user": "accounts",
+    "verify": "verification",
+    "webhooks": "webhooks",
+}
+
+
 class _Commands(click.Group):
-    """The group; a reader that went away (`pitfalls match … | head -2`) ends the command
-    quietly with exit 0, as `cat` or `grep` would, instead of a traceback or exit 1."""
+    """The group, loading each command's module on first use; a reader that went away
+    (`pitfalls match … | head -2`) ends the command quietly with exit 0, as `cat` or `grep`
+    would, instead of a traceback or exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMAND_MODULES, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(f"app.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def every_command(self) -> dict[str, click.Command]:
+        """Every command by name, each module loaded (for --help's peers: docs, tests)."""
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(f"app.cli.{module}")
+        return dict(sorted(self.commands.items()))
 
     def invoke(self, ctx: click.Context):
         try:
