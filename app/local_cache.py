@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.matching.paste_matcher import PasteMatcher
+    from app.quick_settings import QuickSettings
     from app.settings import Settings
 
 MAGIC = b"pitfalls cli cache 1\n"
@@ -84,7 +85,7 @@ def _code_stamp() -> tuple:
     return tuple(stamp)
 
 
-def cache_key(settings: "Settings") -> tuple | None:
+def cache_key(settings: "QuickSettings | Settings") -> tuple | None:
     """What the cached data must have been built under; None: not cacheable (PostgreSQL, or a
     database that cannot be read yet)."""
     database = sqlite_file(settings.database_url)
@@ -96,7 +97,7 @@ def cache_key(settings: "Settings") -> tuple | None:
     return (__version__, str(database.resolve()), mark, _code_stamp())
 
 
-def cache_path(settings: "Settings", name: str) -> Path:
+def cache_path(settings: "QuickSettings | Settings", name: str) -> Path:
     return settings.data_dir / "cache" / f"cli-{name}.marshal"
 
 
@@ -130,7 +131,9 @@ def write_cache(path: Path, key: tuple, data: dict) -> None:
     write_atomically(path, blob)
 
 
-def cached_data(settings: "Settings", name: str, build: Callable[["Engine"], dict]) -> dict | None:
+def cached_data(
+    settings: "QuickSettings | Settings", name: str, build: Callable[["Engine"], dict]
+) -> dict | None:
     """`name`'s data for the database of `settings`: from the cache when it was built under the
     current key, else built from the database (prepared first, as `pitfalls match` prepares
     it) and kept. None for a database this does not cache (PostgreSQL): the caller's slow path.
@@ -146,9 +149,10 @@ def cached_data(settings: "Settings", name: str, build: Callable[["Engine"], dic
     from app.bootstrap import prepare_to_read
     from app.storage import create_db_engine
 
-    engine = create_db_engine(settings)
+    full = settings.full()
+    engine = create_db_engine(full)
     try:
-        prepare_to_read(settings, engine)
+        prepare_to_read(full, engine)
         key = cache_key(settings)  # read before the build: a write meanwhile rebuilds next time
         data = build(engine)
     finally:

@@ -15,6 +15,7 @@ import click
 from app import __version__
 
 if TYPE_CHECKING:  # pydantic-settings is imported by the commands that read settings
+    from app.quick_settings import QuickSettings
     from app.settings import Settings
 
 
@@ -33,12 +34,20 @@ def _settings() -> "Settings":
         raise CannotRun(str(exc)) from None
 
 
-def _content_dir(settings: "Settings") -> Path:
+def _settings_to_read() -> "QuickSettings | Settings":
+    """The settings for a short command that only reads them: without pydantic where that
+    reads them the same (app.quick_settings), else `_settings()`; `.full()` gives `Settings`."""
+    from app.quick_settings import quick_settings
+
+    return quick_settings() or _settings()
+
+
+def _content_dir(settings: "QuickSettings | Settings") -> Path:
     assert settings.content_dir is not None  # filled in when the settings are read
     return settings.content_dir
 
 
-def _index_dir(settings: "Settings") -> Path:
+def _index_dir(settings: "QuickSettings | Settings") -> Path:
     assert settings.index_dir is not None  # filled in when the settings are read
     return settings.index_dir
 
