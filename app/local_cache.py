@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 from app import __version__
 from app.answer_assembly import EntryFacts, EntryParts
-from app.answer_shapes import OutcomeStats, SnippetOut
 from app.files import write_atomically
+from app.plain_answers import OutcomeStats, SnippetOut
 from app.resources import resource_dir
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ class CachedReads:
             ),
         )
 
-    def outcomes(self, entry_id: str, fingerprint: str | None) -> OutcomeStats:
+    def outcomes(self, entry_id: str, fingerprint: str | None) -> Any:
         found = self.data["outcomes"].get((entry_id, fingerprint))
         if found is None:
             return OutcomeStats()
@@ -272,12 +272,12 @@ class CachedReads:
 
 def answer_from_cache(text: str, data: dict) -> dict:
     """The /api/v1/match answer to `text`, as `answers.answer_paste(...).model_dump()` gives it."""
-    from app.answer_assembly import assemble_answer
+    from app.answer_assembly import assemble_plain_answer
     from app.tracebacks import parse_traceback
 
     parsed = parse_traceback(text)
     result = matcher_from(data).match(parsed)
-    return assemble_answer(text, parsed, result, CachedReads(data)).model_dump()
+    return assemble_plain_answer(text, parsed, result, CachedReads(data))
 
 
 # -- pitfalls show -------------------------------------------------------------------------

@@ -56,6 +56,12 @@ PASTES = {
     "foreign": 'Traceback (most recent call last):\n  File "/x/site-packages/pandas/core/frame.py"'
     ", line 3, in f\n    g()\nKeyError: 'col'\n",
     "no error": "hello there, nothing failed today at all\n",
+    "chained": "Traceback (most recent call last):\n  File \"/srv/a.py\", line 3, in f\n    g()\n"
+    "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+    + KNOWN,
+    "ranks": "".join(f"[rank{n}]: {line}\n" for n in (0, 1) for line in KNOWN.splitlines()),
+    "old torch": "torch 1.2.0\nValueError: Expected a batch of 2D affine matrices of shape Nx2x3 "
+    "for size (1, 1, 4, 4). Got torch.Size([2, 3]).\n",  # outside the entry's >=1.3
 }
 DATABASE_LIBRARIES = ("fastapi", "starlette", "sqlalchemy", "sqlmodel", "alembic")
 # The likely tier stems words with Whoosh's Porter stemmer: that module alone, not its index.
@@ -189,6 +195,25 @@ def test_answers_from_the_cache_are_the_database_answers(real_settings):
                 assert shown[entry_id] == details.model_dump(mode="json")
     finally:
         engine.dispose()
+
+
+def test_the_plain_answer_shapes_are_the_models_field_by_field():
+    from app import answer_shapes, plain_answers
+
+    for plain in plain_answers.SHAPES:
+        model = getattr(answer_shapes, plain.__name__)
+        fields = model.model_fields
+        assert [name for name, _, _ in plain.FIELDS] == list(fields), plain.__name__
+        for name, _, default in plain.FIELDS:
+            info = fields[name]
+            if info.is_required():
+                assert default is plain_answers._NO_DEFAULT, (plain.__name__, name)
+                continue
+            expected = info.get_default(call_default_factory=True)
+            made = default() if callable(default) else default
+            dumped = made.model_dump() if hasattr(made, "model_dump") else made
+            wanted = expected.model_dump() if hasattr(expected, "model_dump") else expected
+            assert dumped == wanted, (plain.__name__, name)
 
 
 def test_search_on_the_index_alone_finds_what_the_database_backed_search_finds(real_settings):
