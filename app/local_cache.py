@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from app import __version__
-from app.answer_assembly import EntryFacts, EntryParts
 from app.files import write_atomically
-from app.plain_answers import OutcomeStats, SnippetOut
 from app.resources import resource_dir
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from app.answer_assembly import EntryFacts, EntryParts
     from app.matching.paste_matcher import PasteMatcher
     from app.quick_settings import QuickSettings
     from app.settings import Settings
@@ -247,11 +246,16 @@ class CachedReads:
     def __init__(self, data: dict) -> None:
         self.data = data
 
-    def entries(self, entry_ids: Sequence[str]) -> dict[str, EntryFacts]:
+    def entries(self, entry_ids: Sequence[str]) -> "dict[str, EntryFacts]":
+        from app.answer_assembly import EntryFacts
+
         known = self.data["entries"]
         return {i: EntryFacts(*known[i]) for i in entry_ids if i in known}
 
-    def parts(self, entry: Any) -> EntryParts:
+    def parts(self, entry: Any) -> "EntryParts":
+        from app.answer_assembly import EntryParts
+        from app.plain_answers import SnippetOut
+
         fix_markdown, fix_html, snippets = self.data["parts"][entry.id]
         return EntryParts(
             fix_markdown,
@@ -263,6 +267,8 @@ class CachedReads:
         )
 
     def outcomes(self, entry_id: str, fingerprint: str | None) -> Any:
+        from app.plain_answers import OutcomeStats
+
         found = self.data["outcomes"].get((entry_id, fingerprint))
         if found is None:
             return OutcomeStats()
