@@ -56,7 +56,7 @@ PASTES = {
     "foreign": 'Traceback (most recent call last):\n  File "/x/site-packages/pandas/core/frame.py"'
     ", line 3, in f\n    g()\nKeyError: 'col'\n",
     "no error": "hello there, nothing failed today at all\n",
-    "chained": "Traceback (most recent call last):\n  File \"/srv/a.py\", line 3, in f\n    g()\n"
+    "chained": 'Traceback (most recent call last):\n  File "/srv/a.py", line 3, in f\n    g()\n'
     "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
     + KNOWN,
     "ranks": "".join(f"[rank{n}]: {line}\n" for n in (0, 1) for line in KNOWN.splitlines()),
@@ -64,6 +64,9 @@ PASTES = {
     "for size (1, 1, 4, 4). Got torch.Size([2, 3]).\n",  # outside the entry's >=1.3
 }
 DATABASE_LIBRARIES = ("fastapi", "starlette", "sqlalchemy", "sqlmodel", "alembic")
+# What a warm short command never needs: the settings' and answers' validation library, the
+# web stack, the MCP SDK and the metrics (app.quick_settings, app.plain_answers, lazy imports).
+NOT_ON_THE_WARM_PATH = {"pydantic", "pydantic_settings", "fastapi", "mcp", "prometheus_client"}
 # The likely tier stems words with Whoosh's Porter stemmer: that module alone, not its index.
 STEMMER = {"whoosh", "whoosh.lang", "whoosh.lang.porter"}
 
@@ -126,6 +129,23 @@ def test_warm_match_show_and_search_import_no_database_library(real_settings, tm
     searched = _modules(real_settings, tmp_path, "search", "view", "size")  # index is current
     assert not _roots(searched) & set(DATABASE_LIBRARIES)
     assert "whoosh.searching" in searched  # the index is read as it is: same results
+
+    one = str(real_settings.content_dir / "view-non-contiguous.md")
+    _modules(real_settings, tmp_path, "check", one)
+    checked = _modules(real_settings, tmp_path, "check", one)
+    for command, modules in (("match", warm), ("show", shown), ("search", searched)):
+        assert not _roots(modules) & NOT_ON_THE_WARM_PATH, (
+            command,
+            _roots(modules) & NOT_ON_THE_WARM_PATH,
+        )
+    # check validates the front-matter with pydantic, but reads the settings without it
+    assert (
+        not _roots(checked) & (NOT_ON_THE_WARM_PATH - {"pydantic"})
+        and "app.settings" not in checked
+    )
+    assert not {m for m in warm + shown + searched + checked if m.startswith("app.cli.")} - {
+        "app.cli.group", "app.cli.answers", "app.cli.show", "app.cli.content"
+    }  # fmt: skip
 
 
 def test_the_match_cache_is_built_once_and_again_when_the_database_moves(real_settings):
