@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from app.cli.group import CannotRun, _index_dir, _settings_to_read, cli
+from app.cli.group import CannotRun, _index_dir, _remote, _settings_to_read, cli
 
 
 @cli.command()
@@ -30,10 +30,10 @@ def search(
     """Search the knowledge base."""
     text = " ".join(query)
     if server:
-        from app.answer_sources import RemotePitfalls, SourceError
+        from app.answer_sources import SourceError
 
         try:
-            result = RemotePitfalls(server).search(text, kind, tag, limit, page=page)
+            result = _remote(server).search(text, kind, tag, limit, page=page)
         except SourceError as exc:
             raise CannotRun(str(exc)) from None
     else:
@@ -105,10 +105,10 @@ def _local_search(text: str, **options) -> dict:
 def _answer(text: str, server: str | None) -> dict:
     """The /api/v1/match answer for `text`: from a running server, or computed here."""
     if server:
-        from app.answer_sources import RemotePitfalls, SourceError
+        from app.answer_sources import SourceError
 
         try:
-            return RemotePitfalls(server).match(text)
+            return _remote(server).match(text)
         except SourceError as exc:
             raise CannotRun(str(exc)) from None
     settings = _settings_to_read()

@@ -15,6 +15,7 @@ import click
 from app import __version__
 
 if TYPE_CHECKING:  # pydantic-settings is imported by the commands that read settings
+    from app.answer_sources import RemotePitfalls
     from app.quick_settings import QuickSettings
     from app.settings import Settings
 
@@ -40,6 +41,14 @@ def _settings_to_read() -> "QuickSettings | Settings":
     from app.quick_settings import quick_settings
 
     return quick_settings() or _settings()
+
+
+def _remote(server: str) -> "RemotePitfalls":
+    """The server's API, with PITFALLS_TOKEN as the API token where it is set (a site whose
+    reading is private needs one)."""
+    from app.answer_sources import RemotePitfalls
+
+    return RemotePitfalls(server, os.environ.get("PITFALLS_TOKEN") or None)
 
 
 def _content_dir(settings: "QuickSettings | Settings") -> Path:

@@ -17,7 +17,7 @@ import textwrap
 
 import click
 
-from app.cli.group import CannotRun, _settings, _settings_to_read, cli
+from app.cli.group import CannotRun, _remote, _settings, _settings_to_read, cli
 
 
 def _archived(entry_id: str) -> click.ClickException:
@@ -59,10 +59,10 @@ def _local_entry(entry_id: str) -> dict | None:
 
 
 def _remote_entry(entry_id: str, server: str) -> dict | None:
-    from app.answer_sources import RemotePitfalls, SourceError
+    from app.answer_sources import SourceError
 
     try:
-        return RemotePitfalls(server).entry(entry_id)
+        return _remote(server).entry(entry_id)
     except SourceError as exc:
         raise CannotRun(str(exc)) from None
 
