@@ -276,14 +276,40 @@ class CachedReads:
         return OutcomeStats(worked=worked, reports=reports, failed_notes=list(notes))
 
 
-def answer_from_cache(text: str, data: dict) -> dict:
-    """The /api/v1/match answer to `text`, as `answers.answer_paste(...).model_dump()` gives it."""
+def answer_from_cache(text: str, data: dict, matcher: "PasteMatcher | None" = None) -> dict:
+    """The /api/v1/match answer to `text`, as `answers.answer_paste(...).model_dump()` gives it
+    (`matcher`: `matcher_from(data)`, made once by a caller that answers more than once)."""
     from app.answer_assembly import assemble_plain_answer
     from app.tracebacks import parse_traceback
 
     parsed = parse_traceback(text)
-    result = matcher_from(data).match(parsed)
+    result = (matcher or matcher_from(data)).match(parsed)
     return assemble_plain_answer(text, parsed, result, CachedReads(data))
+
+
+class CachedAnswers:
+    """Answers for a process that lives longer than one command (the notebook hook) from the
+    data dir's cache: read once, and read again when the database's mark or the code moves,
+    so a change made meanwhile (an ingest, an edit) is in the next answer."""
+
+    def __init__(self, settings: "QuickSettings | Settings") -> None:
+        self.settings = settings
+        self._load()
+
+    def _load(self) -> None:
+        key = cache_key(self.settings)  # before the read: a write meanwhile reloads next time
+        data = cached_data(self.settings, "match", build_match_data)
+        if data is None:
+            raise ValueError("only a SQLite database's answers are kept in the data dir")
+        from app.tracebacks import parse_traceback
+
+        self._key, self._data, self._matcher = key, data, matcher_from(data)
+        self._matcher.match(parse_traceback("RuntimeError: warm up\n"))  # patterns compiled now
+
+    def match(self, text: str) -> dict:
+        if self._key is None or cache_key(self.settings) != self._key:
+            self._load()
+        return answer_from_cache(text[-self.settings.max_paste_bytes :], self._data, self._matcher)
 
 
 # -- pitfalls show -------------------------------------------------------------------------

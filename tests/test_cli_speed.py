@@ -325,3 +325,18 @@ def test_every_command_module_is_named_in_the_lazy_table():
     assert set(cli.every_command()) == set(COMMAND_MODULES)
     for name, module in defined.items():
         assert COMMAND_MODULES[name] == module
+
+
+def test_the_hooks_cached_answers_follow_the_database(real_settings):
+    """The notebook hook answers from the CLI's cache, and a change to the database (here an
+    ingest of an edited file) is in its next answer."""
+    from app.local_cache import CachedAnswers
+
+    answers = CachedAnswers(real_settings)
+    first = answers.match(KNOWN)
+    assert first["matches"][0]["id"] == "view-non-contiguous"
+    entry = real_settings.content_dir / "view-non-contiguous.md"
+    entry.write_text(entry.read_text().replace("title: ", "title: (edited) ", 1))
+    ingested = _run(real_settings, "ingest")
+    assert ingested.returncode == 0, ingested.stdout + ingested.stderr
+    assert answers.match(KNOWN)["matches"][0]["title"].startswith("(edited) ")
