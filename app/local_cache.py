@@ -146,9 +146,10 @@ def cached_data(
         if data is not None:
             return data
     from app.bootstrap import prepare_to_read
+    from app.settings import full_settings
     from app.storage import create_db_engine
 
-    full = settings.full()
+    full = full_settings(settings)
     engine = create_db_engine(full)
     try:
         prepare_to_read(full, engine)

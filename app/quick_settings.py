@@ -16,12 +16,9 @@ there and not here makes `quick_settings()` defer to pydantic, never misread.
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from app.resources import resource_dir
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 SUPPORTED_DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 ROLE_NAMES = ("reader", "editor", "admin")  # app.models.ROLES, without importing the tables
@@ -225,7 +222,7 @@ class _Unsure(Exception):
 
 class QuickSettings:
     """The settings as plain attributes (every field of `FIELDS`), for commands that only read
-    them; `full()` is the pydantic `Settings` of the same sources, for the rest."""
+    them; `app.settings.full_settings()` reads the pydantic `Settings` for the rest."""
 
     data_dir: Path
     database_url: str
@@ -236,11 +233,6 @@ class QuickSettings:
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
-
-    def full(self) -> "Settings":
-        from app.settings import load_settings
-
-        return load_settings()
 
     @property
     def is_sqlite(self) -> bool:

@@ -18,6 +18,7 @@ from app import quick_settings as rules
 from app.quick_settings import (  # noqa: F401 (named here too)
     ROLE_NAMES,
     SUPPORTED_DATABASE_SCHEMES,
+    QuickSettings,
     parse_role_map,
 )
 
@@ -327,10 +328,6 @@ class Settings(BaseSettings):
         rules.fill_defaults(self)
         return self
 
-    def full(self) -> "Settings":
-        """These settings (`QuickSettings.full()` reads them with pydantic)."""
-        return self
-
     @property
     def snapshot_dir(self) -> Path | None:
         """Where first-start snapshots live; None when they are off."""
@@ -358,6 +355,11 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def full_settings(settings: QuickSettings | Settings) -> Settings:
+    """`settings` as `Settings`: quick ones are read again, with pydantic, from the same sources."""
+    return settings if isinstance(settings, Settings) else load_settings()
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -158,10 +158,12 @@ def test_unsure_cases_are_left_to_pydantic(tmp_path: Path, monkeypatch):
     assert quick_settings() is None
 
 
-def test_full_reads_the_same_sources(monkeypatch):
+def test_full_settings_reads_the_same_sources(monkeypatch):
+    from app.settings import full_settings
+
     monkeypatch.setenv("PITFALLS_SEARCH_PAGE_SIZE", "12")
     quick = quick_settings()
     assert quick is not None
-    full = quick.full()
+    full = full_settings(quick)
     assert isinstance(full, Settings) and full.search_page_size == 12
-    assert full.full() is full
+    assert full_settings(full) is full

@@ -89,9 +89,10 @@ def _local_search(text: str, **options) -> dict:
         finally:
             service.close()
     from app.bootstrap import prepare_data
+    from app.settings import full_settings
     from app.storage import create_db_engine
 
-    full = settings.full()
+    full = full_settings(settings)
     engine = create_db_engine(full)
     prepare_data(full, engine, ingest="if-empty")
     service = SearchService(_index_dir(full), engine, search_engine=full.search_engine)
@@ -125,9 +126,10 @@ def _answer(text: str, server: str | None) -> dict:
     from app.bootstrap import prepare_to_read
     from app.matching.likely import read_saved_documents, save_documents
     from app.matching.paste_matcher import PasteMatcher
+    from app.settings import full_settings
     from app.storage import active_entry_texts, active_signature_records, create_db_engine
 
-    full = settings.full()
+    full = full_settings(settings)
     engine = create_db_engine(full)
     prepare_to_read(full, engine)
     # What the likely tier read of each entry is kept in the data dir: the next command

@@ -37,7 +37,8 @@ def _settings() -> "Settings":
 
 def _settings_to_read() -> "QuickSettings | Settings":
     """The settings for a short command that only reads them: without pydantic where that
-    reads them the same (app.quick_settings), else `_settings()`; `.full()` gives `Settings`."""
+    reads them the same (app.quick_settings), else `_settings()`; `full_settings()` of
+    app.settings gives `Settings`."""
     from app.quick_settings import quick_settings
 
     return quick_settings() or _settings()

@@ -32,8 +32,8 @@ from app.web import accounts, changes, entries, match, ops, search, tags, webhoo
 from app.web.accounts.oidc import make_client
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
-from app.web.http import errors
-from app.web.mcp_loading import MCP_PATH, LazyMcp
+from app.web.http import MCP_PATH, errors
+from app.web.mcp_loading import LazyMcp
 from app.web.middleware.allow import AllowHeader
 from app.web.middleware.caching import AnswerCache, MarkReader, ReaderCache
 from app.web.middleware.headers import SecurityHeaders

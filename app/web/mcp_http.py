@@ -31,9 +31,8 @@ from app.mcp_server import build_server, current_link_base, current_principal, c
 from app.settings import Settings
 from app.storage import database_problem
 from app.web.auth import TOKEN_REQUIRED, LoginRequired, get_principal, read_access
-from app.web.http import public_base
+from app.web.http import MCP_ACCESS_REFUSED, MCP_PATH, public_base
 from app.web.match import voter_of
-from app.web.mcp_loading import ACCESS_REFUSED, MCP_PATH
 from app.web.runtime import runtime_of
 
 
@@ -54,7 +53,7 @@ def scope_checker(settings):
 async def _refuse(
     send: Send, status: int, message: str, headers: dict[str, str] | None = None
 ) -> None:
-    error = {"code": ACCESS_REFUSED, "message": message, "data": {"status": status}}
+    error = {"code": MCP_ACCESS_REFUSED, "message": message, "data": {"status": status}}
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     raw = [(b"content-type", b"application/json")]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
