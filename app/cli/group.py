@@ -112,7 +112,7 @@ class _Commands(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def every_command(self) -> dict[str, click.Command]:
-        """Every command by name, each module loaded (for --help's peers: docs, tests)."""
+        """Every command by name, every command module imported (what the docs' test reads)."""
         for module in sorted(set(COMMAND_MODULES.values())):
             importlib.import_module(f"app.cli.{module}")
         return dict(sorted(self.commands.items()))
