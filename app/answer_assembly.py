@@ -2,33 +2,25 @@
 
 `assemble_answer` is shared by `answers.answer_paste` (entries read from the database) and the
 CLI's cache (`local_cache`, entries read from the data dir): the same paste gets the same answer
-from either. Nothing here reads a database itself; `EntryReads` is how it asks.
+from either. Nothing here reads a database itself; `EntryReads` is how it asks. The answer is
+built of the pydantic models of app.answer_shapes, or (`assemble_plain_answer`, for the CLI's
+short commands, which skip importing pydantic) of their plain twins in app.plain_answers.
 """
 
 import re
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from app.answer_shapes import (
-    Answer,
-    ExceptionOut,
-    FrameOut,
-    MatchOut,
-    OutcomeStats,
-    ParsedOut,
-    RelatedOut,
-    SnippetOut,
-    WarningOut,
-    WhyOut,
-    entry_url,
-)
 from app.fingerprints import paste_fingerprint
 from app.matching.paste_matcher import PasteMatches
 from app.normalization import normalize_message
+from app.plain_answers import entry_url
 from app.torch_versions import outside_range, paste_torch_version
 from app.tracebacks import ParsedPaste
 
 if TYPE_CHECKING:
+    from app.answer_shapes import Answer, OutcomeStats, ParsedOut
     from app.answer_tokens import AnswerSigner  # imports the database's libraries
 
 MAX_MATCHES = 5
@@ -66,7 +58,7 @@ _PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_][\w
 class EntryParts(NamedTuple):
     fix_markdown: str
     fix_html: str
-    snippets: tuple[SnippetOut, ...]
+    snippets: tuple[Any, ...]  # answer_shapes.SnippetOut, or plain_answers.SnippetOut
 
 
 class EntryReads(Protocol):
@@ -77,7 +69,7 @@ class EntryReads(Protocol):
 
     def parts(self, entry: Any) -> EntryParts: ...
 
-    def outcomes(self, entry_id: str, fingerprint: str | None) -> OutcomeStats: ...
+    def outcomes(self, entry_id: str, fingerprint: str | None) -> "OutcomeStats": ...
 
 
 class EntryFacts(NamedTuple):
@@ -91,17 +83,26 @@ class EntryFacts(NamedTuple):
     archived: bool
 
 
-def parsed_out(parsed: ParsedPaste) -> ParsedOut:
-    def frame(f) -> FrameOut:
-        return FrameOut(
+def _pydantic_shapes() -> ModuleType:
+    from app import answer_shapes
+
+    return answer_shapes
+
+
+def parsed_out(parsed: ParsedPaste, shapes: ModuleType | None = None) -> "ParsedOut":
+    """The paste as read, for the answer (`shapes`: the module of the classes to build)."""
+    shapes = shapes or _pydantic_shapes()
+
+    def frame(f) -> Any:
+        return shapes.FrameOut(
             file=f.file, line=f.line, function=f.function, code=f.code, library=f.library
         )
 
     final = parsed.final
     user = parsed.user_frame
-    return ParsedOut(
+    return shapes.ParsedOut(
         exceptions=[
-            ExceptionOut(
+            shapes.ExceptionOut(
                 type=e.type,
                 qualified_type=e.qualified_type,
                 message=e.message,
@@ -113,7 +114,7 @@ def parsed_out(parsed: ParsedPaste) -> ParsedOut:
             for e in parsed.exceptions
         ],
         warnings=[
-            WarningOut(category=w.category, message=w.message, file=w.file, line=w.line)
+            shapes.WarningOut(category=w.category, message=w.message, file=w.file, line=w.line)
             for w in parsed.warnings
         ],
         final=parsed.exceptions.index(final) if final else None,
@@ -140,7 +141,7 @@ def foreign_library(parsed: ParsedPaste) -> str | None:
     return None
 
 
-def _by_torch_version(matches: list[MatchOut], entries: Mapping[str, Any], shown) -> list[MatchOut]:
+def _by_torch_version(matches: list[Any], entries: Mapping[str, Any], shown) -> list[Any]:
     """Matches whose entry's range excludes the paste's torch version go after the others
     (in their order), each saying why."""
     if shown is None:
@@ -158,13 +159,15 @@ def _by_torch_version(matches: list[MatchOut], entries: Mapping[str, Any], shown
     return inside + outside
 
 
-def _entry_match(reads: "EntryReads", entry, match, fingerprint: str | None = None) -> MatchOut:
+def _entry_match(
+    shapes: ModuleType, reads: "EntryReads", entry, match, fingerprint: str | None = None
+) -> Any:
     parts = reads.parts(entry)
     found = match.signature
     why = None
     if found is not None:
         hit = found.hit
-        why = WhyOut(
+        why = shapes.WhyOut(
             signature=hit.signature.message,
             example=hit.signature.example,
             exception=hit.signature.exception,
@@ -173,7 +176,7 @@ def _entry_match(reads: "EntryReads", entry, match, fingerprint: str | None = No
             span=hit.span,
             matched_text=found.matched_text,
         )
-    return MatchOut(
+    return shapes.MatchOut(
         id=entry.id,
         title=entry.title,
         summary=entry.summary,
@@ -187,7 +190,7 @@ def _entry_match(reads: "EntryReads", entry, match, fingerprint: str | None = No
         fix_markdown=parts.fix_markdown,
         fix_html=parts.fix_html,
         snippets=list(parts.snippets),
-        outcomes=reads.outcomes(entry.id, fingerprint) if fingerprint else OutcomeStats(),
+        outcomes=reads.outcomes(entry.id, fingerprint) if fingerprint else shapes.OutcomeStats(),
         outcomes_all=reads.outcomes(entry.id, None),
     )
 
@@ -198,25 +201,46 @@ def assemble_answer(
     result: PasteMatches,
     reads: EntryReads,
     signer: "AnswerSigner | None" = None,
-) -> Answer:
+) -> "Answer":
     """The answer to `text` (read as `parsed`) that the matcher found `result` for."""
+    return _assemble(_pydantic_shapes(), text, parsed, result, reads, signer)
+
+
+def assemble_plain_answer(
+    text: str, parsed: ParsedPaste, result: PasteMatches, reads: EntryReads
+) -> dict[str, Any]:
+    """`assemble_answer(...).model_dump()`, built without pydantic (`reads` answers with the
+    classes of app.plain_answers)."""
+    from app import plain_answers
+
+    return _assemble(plain_answers, text, parsed, result, reads, None).model_dump()
+
+
+def _assemble(
+    shapes: ModuleType,
+    text: str,
+    parsed: ParsedPaste,
+    result: PasteMatches,
+    reads: EntryReads,
+    signer: "AnswerSigner | None",
+) -> Any:
     found = result.matches[:MAX_MATCHES]
     fingerprint = paste_fingerprint(parsed)
     related_ids = [c.entry_id for c in result.related[:MAX_RELATED]]
-    matches: list[MatchOut] = []
-    related: list[RelatedOut] = []
+    matches: list[Any] = []
+    related: list[Any] = []
     entries = reads.entries([m.entry_id for m in found] + related_ids)
     for match in found:
         entry = entries.get(match.entry_id)
         if entry is not None and not entry.archived:
-            matches.append(_entry_match(reads, entry, match, fingerprint))
+            matches.append(_entry_match(shapes, reads, entry, match, fingerprint))
     matches = _by_torch_version(matches, entries, paste_torch_version(text))
     if not matches:
         for candidate in result.related[:MAX_RELATED]:
             entry = entries.get(candidate.entry_id)
             if entry is not None and not entry.archived:
                 related.append(
-                    RelatedOut(
+                    shapes.RelatedOut(
                         id=entry.id,
                         title=entry.title,
                         summary=entry.summary,
@@ -236,7 +260,7 @@ def assemble_answer(
     token = None
     if signer is not None and fingerprint and matches:
         token = signer.issue(fingerprint=fingerprint, entry_ids=[m.id for m in matches])
-    return Answer(
+    return shapes.Answer(
         known=bool(matches),
         fingerprint=fingerprint,
         answer_token=token,
@@ -244,5 +268,5 @@ def assemble_answer(
         matches=matches,
         related=related,
         foreign=foreign,
-        parsed=parsed_out(parsed),
+        parsed=parsed_out(parsed, shapes),
     )

@@ -2,18 +2,19 @@
 
 Kept apart from the code that reads the database (app/answers.py) so that the CLI can answer
 from its cache (app/local_cache.py) without importing SQLAlchemy; both build the same values.
+A field changed here is changed in app/plain_answers.py too (a test compares them).
 """
 
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from app.plain_answers import entry_url
+
 if TYPE_CHECKING:
     from app.models import Snippet
 
-
-def entry_url(entry_id: str) -> str:
-    return f"/entries/{entry_id}"
+__all__ = ["entry_url"]  # and the models below; app.plain_answers has their plain twins
 
 
 class SnippetOut(BaseModel):

@@ -12,7 +12,8 @@ PITFALLS_TOKEN when reading is private); otherwise this machine's database, prep
 `pitfalls serve` would, in PITFALLS_DATA_DIR or `~/.cache/pitfalls`, from ./content or the
 entries shipped with the package. Nothing is sent anywhere unless a server is configured. The
 local matcher is built in a background thread as soon as the hook is installed, so an exception
-is explained in milliseconds once it is ready.
+is explained in milliseconds once it is ready; on SQLite it is read from the data dir's cache
+that `pitfalls match` keeps (app.local_cache), re-read whenever the database has changed.
 """
 
 import html
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.answer_sources import Pitfalls
+    from app.local_cache import CachedAnswers
 
 
 def _ready_wait_s() -> float:
@@ -44,7 +46,9 @@ class Explainer:
 
         self.server = (server or os.environ.get("PITFALLS_SERVER") or "").rstrip("/") or None
         token = token or os.environ.get("PITFALLS_TOKEN")
-        self._source: Pitfalls | None = RemotePitfalls(self.server, token) if self.server else None
+        self._source: Pitfalls | CachedAnswers | None = (
+            RemotePitfalls(self.server, token) if self.server else None
+        )
         self._error: BaseException | None = None
         self._ready = threading.Event()
         if self._source is None:
@@ -55,14 +59,20 @@ class Explainer:
     def _prepare(self) -> None:
         try:
             from app.answer_sources import local_pitfalls
+            from app.local_cache import CachedAnswers, sqlite_file
             from app.settings import load_settings
 
             data_dir = os.environ.get("PITFALLS_DATA_DIR") or str(
                 Path.home() / ".cache" / "pitfalls"
             )
-            source = local_pitfalls(load_settings(data_dir=Path(data_dir)))
-            source.matchers.current()  # compiled now, not at the first error
-            self._source = source
+            settings = load_settings(data_dir=Path(data_dir))
+            if sqlite_file(settings.database_url) is not None:
+                # The CLI's cache of the answers' material: no SQLAlchemy, no full compile.
+                self._source = CachedAnswers(settings)
+            else:
+                source = local_pitfalls(settings)
+                source.matchers.current()  # compiled now, not at the first error
+                self._source = source
         except BaseException as exc:  # reported once, when an exception needs the matcher
             self._error = exc
         finally:

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from app import __version__
-from app.answer_assembly import EntryFacts, EntryParts
-from app.answer_shapes import OutcomeStats, SnippetOut
 from app.files import write_atomically
 from app.resources import resource_dir
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from app.answer_assembly import EntryFacts, EntryParts
     from app.matching.paste_matcher import PasteMatcher
+    from app.quick_settings import QuickSettings
     from app.settings import Settings
 
 MAGIC = b"pitfalls cli cache 1\n"
@@ -84,7 +84,7 @@ def _code_stamp() -> tuple:
     return tuple(stamp)
 
 
-def cache_key(settings: "Settings") -> tuple | None:
+def cache_key(settings: "QuickSettings | Settings") -> tuple | None:
     """What the cached data must have been built under; None: not cacheable (PostgreSQL, or a
     database that cannot be read yet)."""
     database = sqlite_file(settings.database_url)
@@ -96,7 +96,7 @@ def cache_key(settings: "Settings") -> tuple | None:
     return (__version__, str(database.resolve()), mark, _code_stamp())
 
 
-def cache_path(settings: "Settings", name: str) -> Path:
+def cache_path(settings: "QuickSettings | Settings", name: str) -> Path:
     return settings.data_dir / "cache" / f"cli-{name}.marshal"
 
 
@@ -130,7 +130,9 @@ def write_cache(path: Path, key: tuple, data: dict) -> None:
     write_atomically(path, blob)
 
 
-def cached_data(settings: "Settings", name: str, build: Callable[["Engine"], dict]) -> dict | None:
+def cached_data(
+    settings: "QuickSettings | Settings", name: str, build: Callable[["Engine"], dict]
+) -> dict | None:
     """`name`'s data for the database of `settings`: from the cache when it was built under the
     current key, else built from the database (prepared first, as `pitfalls match` prepares
     it) and kept. None for a database this does not cache (PostgreSQL): the caller's slow path.
@@ -144,11 +146,13 @@ def cached_data(settings: "Settings", name: str, build: Callable[["Engine"], dic
         if data is not None:
             return data
     from app.bootstrap import prepare_to_read
+    from app.settings import full_settings
     from app.storage import create_db_engine
 
-    engine = create_db_engine(settings)
+    full = full_settings(settings)
+    engine = create_db_engine(full)
     try:
-        prepare_to_read(settings, engine)
+        prepare_to_read(full, engine)
         key = cache_key(settings)  # read before the build: a write meanwhile rebuilds next time
         data = build(engine)
     finally:
@@ -243,11 +247,16 @@ class CachedReads:
     def __init__(self, data: dict) -> None:
         self.data = data
 
-    def entries(self, entry_ids: Sequence[str]) -> dict[str, EntryFacts]:
+    def entries(self, entry_ids: Sequence[str]) -> "dict[str, EntryFacts]":
+        from app.answer_assembly import EntryFacts
+
         known = self.data["entries"]
         return {i: EntryFacts(*known[i]) for i in entry_ids if i in known}
 
-    def parts(self, entry: Any) -> EntryParts:
+    def parts(self, entry: Any) -> "EntryParts":
+        from app.answer_assembly import EntryParts
+        from app.plain_answers import SnippetOut
+
         fix_markdown, fix_html, snippets = self.data["parts"][entry.id]
         return EntryParts(
             fix_markdown,
@@ -258,7 +267,9 @@ class CachedReads:
             ),
         )
 
-    def outcomes(self, entry_id: str, fingerprint: str | None) -> OutcomeStats:
+    def outcomes(self, entry_id: str, fingerprint: str | None) -> Any:
+        from app.plain_answers import OutcomeStats
+
         found = self.data["outcomes"].get((entry_id, fingerprint))
         if found is None:
             return OutcomeStats()
@@ -266,14 +277,40 @@ class CachedReads:
         return OutcomeStats(worked=worked, reports=reports, failed_notes=list(notes))
 
 
-def answer_from_cache(text: str, data: dict) -> dict:
-    """The /api/v1/match answer to `text`, as `answers.answer_paste(...).model_dump()` gives it."""
-    from app.answer_assembly import assemble_answer
+def answer_from_cache(text: str, data: dict, matcher: "PasteMatcher | None" = None) -> dict:
+    """The /api/v1/match answer to `text`, as `answers.answer_paste(...).model_dump()` gives it
+    (`matcher`: `matcher_from(data)`, made once by a caller that answers more than once)."""
+    from app.answer_assembly import assemble_plain_answer
     from app.tracebacks import parse_traceback
 
     parsed = parse_traceback(text)
-    result = matcher_from(data).match(parsed)
-    return assemble_answer(text, parsed, result, CachedReads(data)).model_dump()
+    result = (matcher or matcher_from(data)).match(parsed)
+    return assemble_plain_answer(text, parsed, result, CachedReads(data))
+
+
+class CachedAnswers:
+    """Answers for a process that lives longer than one command (the notebook hook) from the
+    data dir's cache: read once, and read again when the database's mark or the code moves,
+    so a change made meanwhile (an ingest, an edit) is in the next answer."""
+
+    def __init__(self, settings: "QuickSettings | Settings") -> None:
+        self.settings = settings
+        self._load()
+
+    def _load(self) -> None:
+        key = cache_key(self.settings)  # before the read: a write meanwhile reloads next time
+        data = cached_data(self.settings, "match", build_match_data)
+        if data is None:
+            raise ValueError("only a SQLite database's answers are kept in the data dir")
+        from app.tracebacks import parse_traceback
+
+        self._key, self._data, self._matcher = key, data, matcher_from(data)
+        self._matcher.match(parse_traceback("RuntimeError: warm up\n"))  # patterns compiled now
+
+    def match(self, text: str) -> dict:
+        if self._key is None or cache_key(self.settings) != self._key:
+            self._load()
+        return answer_from_cache(text[-self.settings.max_paste_bytes :], self._data, self._matcher)
 
 
 # -- pitfalls show -------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """One settings object, read from PITFALLS_* environment variables and a `.env` file.
 
+The rules every value is checked by live in app/quick_settings.py, which also reads the same
+settings without pydantic for the CLI's short commands.
+
 Every setting has a default that makes `pitfalls serve` work on a fresh clone; a bad value stops
 the start with a message that says which variable to fix and how.
 """
@@ -11,9 +14,13 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.resources import resource_dir
-
-SUPPORTED_DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+from app import quick_settings as rules
+from app.quick_settings import (  # noqa: F401 (named here too)
+    ROLE_NAMES,
+    SUPPORTED_DATABASE_SCHEMES,
+    QuickSettings,
+    parse_role_map,
+)
 
 
 class SettingsError(Exception):
@@ -279,93 +286,46 @@ class Settings(BaseSettings):
     @field_validator("secret_key")
     @classmethod
     def _long_enough(cls, value: str) -> str:
-        if value and len(value) < 32:
-            raise ValueError("the secret key must have at least 32 characters (or be empty)")
-        return value
+        return rules.clean_secret_key(value)
 
     @field_validator("root_path")
     @classmethod
     def _root_path(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if value and (not value.startswith("/") or "//" in value or " " in value):
-            raise ValueError(f"{value!r} must be a path such as /kb (or empty)")
-        return value
+        return rules.clean_root_path(value)
 
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if value and not value.startswith(("https://", "http://")):
-            raise ValueError(f"{value!r} must start with https:// (or http://)")
-        return value
+        return rules.clean_public_url(value)
 
     @field_validator("oidc_discovery_url")
     @classmethod
     def _discovery_url(cls, value: str) -> str:
-        value = value.strip()
-        if value and not value.startswith(("https://", "http://")):
-            raise ValueError(
-                f"{value!r} must be the provider's https:// address of "
-                "/.well-known/openid-configuration (or empty)"
-            )
-        return value
+        return rules.clean_discovery_url(value)
 
     @field_validator("oidc_role_map")
     @classmethod
     def _role_map(cls, value: str) -> str:
-        parse_role_map(value)  # raises with the pair to fix
-        return value.strip()
+        return rules.clean_role_map(value)
 
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, value: str) -> str:
-        if value.lower() not in ("debug", "info", "warning", "error"):
-            raise ValueError("use debug, info, warning or error")
-        return value.lower()
+        return rules.clean_log_level(value)
 
     @field_validator("log_format")
     @classmethod
     def _log_format(cls, value: str) -> str:
-        if value.lower() not in ("text", "json"):
-            raise ValueError("use text or json")
-        return value.lower()
+        return rules.clean_log_format(value)
 
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
-        if value:
-            scheme = value.split("://", 1)[0] if "://" in value else ""
-            if scheme not in SUPPORTED_DATABASE_SCHEMES:
-                raise ValueError(
-                    f"unsupported database URL {value!r}: use sqlite:///path/to/pitfalls.db "
-                    "or postgresql+psycopg://user:password@host/dbname"
-                )
-        return value
+        return rules.clean_database_url(value)
 
     @model_validator(mode="after")
     def _fill_defaults(self) -> "Settings":
-        if self.data_dir.exists() and not self.data_dir.is_dir():
-            raise ValueError(
-                f"data dir {self.data_dir} exists and is not a folder: "
-                "point PITFALLS_DATA_DIR at a folder (it is created if missing)"
-            )
-        if not self.database_url:
-            self.database_url = f"sqlite:///{(self.data_dir / 'pitfalls.db').as_posix()}"
-        if self.index_dir is None:
-            self.index_dir = self.data_dir / "index"
-        if self.content_dir is None:
-            local = Path("content")
-            self.content_dir = local if local.is_dir() else resource_dir("content")
-        if self.oidc_discovery_url and not self.oidc_client_id:
-            raise ValueError(
-                "PITFALLS_OIDC_CLIENT_ID is empty: set the client id the provider gave this site "
-                "(or leave PITFALLS_OIDC_DISCOVERY_URL empty)"
-            )
-        if not self.local_passwords and not self.oidc_discovery_url:
-            raise ValueError(
-                "PITFALLS_LOCAL_PASSWORDS=false leaves nobody a way to log in in the browser: "
-                "set PITFALLS_OIDC_DISCOVERY_URL too, or keep passwords on"
-            )
+        rules.fill_defaults(self)
         return self
 
     @property
@@ -397,24 +357,9 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
-ROLE_NAMES = ("reader", "editor", "admin")  # app.models.ROLES, without importing the tables
-
-
-def parse_role_map(text: str) -> dict[str, str]:
-    """`pitfalls-admins=admin, ml-team=editor` as {group: role}; ValueError naming a bad pair."""
-    mapping: dict[str, str] = {}
-    for pair in text.split(","):
-        if not pair.strip():
-            continue
-        group, equals, role = pair.rpartition("=")
-        group, role = group.strip(), role.strip()
-        if not equals or not group or role not in ROLE_NAMES:
-            raise ValueError(
-                f"{pair.strip()!r} is not a group=role pair: write group=reader, group=editor "
-                "or group=admin, pairs separated by commas"
-            )
-        mapping[group] = role
-    return mapping
+def full_settings(settings: QuickSettings | Settings) -> Settings:
+    """`settings` as `Settings`: quick ones are read again, with pydantic, from the same sources."""
+    return settings if isinstance(settings, Settings) else load_settings()
 
 
 def load_settings(**overrides: Any) -> Settings:

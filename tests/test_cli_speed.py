@@ -56,8 +56,17 @@ PASTES = {
     "foreign": 'Traceback (most recent call last):\n  File "/x/site-packages/pandas/core/frame.py"'
     ", line 3, in f\n    g()\nKeyError: 'col'\n",
     "no error": "hello there, nothing failed today at all\n",
+    "chained": 'Traceback (most recent call last):\n  File "/srv/a.py", line 3, in f\n    g()\n'
+    "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+    + KNOWN,
+    "ranks": "".join(f"[rank{n}]: {line}\n" for n in (0, 1) for line in KNOWN.splitlines()),
+    "old torch": "torch 1.2.0\nValueError: Expected a batch of 2D affine matrices of shape Nx2x3 "
+    "for size (1, 1, 4, 4). Got torch.Size([2, 3]).\n",  # outside the entry's >=1.3
 }
 DATABASE_LIBRARIES = ("fastapi", "starlette", "sqlalchemy", "sqlmodel", "alembic")
+# What a warm short command never needs: the settings' and answers' validation library, the
+# web stack, the MCP SDK and the metrics (app.quick_settings, app.plain_answers, lazy imports).
+NOT_ON_THE_WARM_PATH = {"pydantic", "pydantic_settings", "fastapi", "mcp", "prometheus_client"}
 # The likely tier stems words with Whoosh's Porter stemmer: that module alone, not its index.
 STEMMER = {"whoosh", "whoosh.lang", "whoosh.lang.porter"}
 
@@ -123,6 +132,23 @@ def test_warm_match_show_and_search_import_no_database_library(real_settings, tm
     searched = _modules(real_settings, tmp_path, "search", "view", "size")  # index is current
     assert not _roots(searched) & set(DATABASE_LIBRARIES)
     assert "whoosh.searching" in searched  # the index is read as it is: same results
+
+    one = str(real_settings.content_dir / "view-non-contiguous.md")
+    _modules(real_settings, tmp_path, "check", one)
+    checked = _modules(real_settings, tmp_path, "check", one)
+    for command, modules in (("match", warm), ("show", shown), ("search", searched)):
+        assert not _roots(modules) & NOT_ON_THE_WARM_PATH, (
+            command,
+            _roots(modules) & NOT_ON_THE_WARM_PATH,
+        )
+    # check validates the front-matter with pydantic, but reads the settings without it
+    assert (
+        not _roots(checked) & (NOT_ON_THE_WARM_PATH - {"pydantic"})
+        and "app.settings" not in checked
+    )
+    assert not {m for m in warm + shown + searched + checked if m.startswith("app.cli.")} - {
+        "app.cli.group", "app.cli.answers", "app.cli.show", "app.cli.content"
+    }  # fmt: skip
 
 
 def test_the_match_cache_is_built_once_and_again_when_the_database_moves(real_settings):
@@ -194,6 +220,25 @@ def test_answers_from_the_cache_are_the_database_answers(real_settings):
         engine.dispose()
 
 
+def test_the_plain_answer_shapes_are_the_models_field_by_field():
+    from app import answer_shapes, plain_answers
+
+    for plain in plain_answers.SHAPES:
+        model = getattr(answer_shapes, plain.__name__)
+        fields = model.model_fields
+        assert [name for name, _, _ in plain.FIELDS] == list(fields), plain.__name__
+        for name, _, default in plain.FIELDS:
+            info = fields[name]
+            if info.is_required():
+                assert default is plain_answers._NO_DEFAULT, (plain.__name__, name)
+                continue
+            expected = info.get_default(call_default_factory=True)
+            made = default() if callable(default) else default
+            dumped = made.model_dump() if hasattr(made, "model_dump") else made
+            wanted = expected.model_dump() if hasattr(expected, "model_dump") else expected
+            assert dumped == wanted, (plain.__name__, name)
+
+
 def test_search_on_the_index_alone_finds_what_the_database_backed_search_finds(real_settings):
     engine = create_db_engine(real_settings)
     index_dir = real_settings.index_dir
@@ -263,3 +308,38 @@ def test_links_printed_from_a_server_are_absolute(server, real_settings):
     assert [w[0] for w in hits] == [line.split()[0] for line in local.stdout.splitlines()[1:]]
     as_json = json.loads(_run(real_settings, "search", "tensor", "--json", "--server", base).stdout)
     assert as_json["hits"] and as_json["total"] >= len(as_json["hits"])
+
+
+def test_every_command_module_is_named_in_the_lazy_table():
+    """The group imports a command's module only when that command is asked for: every
+    command a module of app/cli defines is in the table, under that module."""
+    import importlib
+    import pkgutil
+
+    import app.cli
+    from app.cli.group import COMMAND_MODULES, cli
+
+    defined = {}
+    for info in pkgutil.iter_modules(app.cli.__path__):
+        before = set(cli.commands)
+        importlib.import_module(f"app.cli.{info.name}")
+        for name in set(cli.commands) - before:
+            defined[name] = info.name
+    assert set(cli.every_command()) == set(COMMAND_MODULES)
+    for name, module in defined.items():
+        assert COMMAND_MODULES[name] == module
+
+
+def test_the_hooks_cached_answers_follow_the_database(real_settings):
+    """The notebook hook answers from the CLI's cache, and a change to the database (here an
+    ingest of an edited file) is in its next answer."""
+    from app.local_cache import CachedAnswers
+
+    answers = CachedAnswers(real_settings)
+    first = answers.match(KNOWN)
+    assert first["matches"][0]["id"] == "view-non-contiguous"
+    entry = real_settings.content_dir / "view-non-contiguous.md"
+    entry.write_text(entry.read_text().replace("title: ", "title: (edited) ", 1))
+    ingested = _run(real_settings, "ingest")
+    assert ingested.returncode == 0, ingested.stdout + ingested.stderr
+    assert answers.match(KNOWN)["matches"][0]["title"].startswith("(edited) ")

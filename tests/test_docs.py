@@ -22,7 +22,7 @@ def test_every_setting_is_documented():
 
 def test_every_command_is_documented():
     names = []
-    for name, command in cli.commands.items():
+    for name, command in cli.every_command().items():
         names.append(name)
         names += [f"{name} {sub}" for sub in getattr(command, "commands", {})]
     missing = [name for name in names if f"`pitfalls {name}" not in DOCS]

@@ -447,3 +447,63 @@ def test_mcp_refuses_a_disabled_accounts_token_and_anonymous_on_a_private_site(
     assert "is disabled" in disabled.json()["error"]["message"]
     assert anonymous.status_code == 401 and "Bearer" in anonymous.json()["error"]["message"]
     assert reader.status_code == 200 and not reader.json()["result"]["isError"]
+
+
+# ---- /mcp is built after the app is ready --------------------------------------------------
+
+
+def test_the_web_app_imports_the_mcp_sdk_only_once_it_serves(make_settings, content_dir):
+    import subprocess
+    import sys
+
+    probe = "import sys, app.web; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    # Once it serves, /mcp answers (the first request waits for the build, briefly).
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with _mcp_app(make_settings, content_dir) as client:
+        listed = client.post("/mcp", json=listing, headers=ACCEPT)
+        health = client.get("/api/v1/health")
+    assert listed.status_code == 200, listed.text
+    assert "match_traceback" in {tool["name"] for tool in listed.json()["result"]["tools"]}
+    assert health.status_code == 200
+
+
+def test_mcp_still_starting_or_broken_answers_503_without_hanging(
+    make_settings, content_dir, monkeypatch
+):
+    import time
+
+    from app.web import mcp_loading
+
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    real_build = mcp_loading.LazyMcp._build
+
+    def slow_build(self):
+        time.sleep(1.5)
+        return real_build(self)
+
+    monkeypatch.setattr(mcp_loading, "LOAD_WAIT_S", 0.2)
+    monkeypatch.setattr(mcp_loading.LazyMcp, "_build", slow_build)
+    with _mcp_app(make_settings, content_dir) as client:
+        started = time.monotonic()
+        early = client.post("/mcp", json=listing, headers=ACCEPT)
+        waited = time.monotonic() - started
+        time.sleep(2)
+        later = client.post("/mcp", json=listing, headers=ACCEPT)
+    assert early.status_code == 503 and early.headers["retry-after"] == "5"
+    assert early.json()["error"]["message"] == mcp_loading.STILL_STARTING
+    assert waited < 1.2
+    assert later.status_code == 200, later.text
+
+    def broken_build(self):
+        raise ImportError("no MCP SDK here")
+
+    monkeypatch.setattr(mcp_loading.LazyMcp, "_build", broken_build)
+    with _mcp_app(make_settings, content_dir) as client:
+        refused = client.post("/mcp", json=listing, headers=ACCEPT)
+        health = client.get("/api/v1/health")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["message"] == mcp_loading.UNAVAILABLE
+    assert health.status_code == 200  # the rest of the site is unaffected

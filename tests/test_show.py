@@ -118,3 +118,58 @@ def test_show_asks_a_server_with_the_same_answer(server, real_settings):
     assert missing.returncode == 1 and f"no entry 'no-such-entry' on {base}" in missing.stderr
     unreachable = _show(real_settings, "backward-twice", "--server", "http://127.0.0.1:9")
     assert unreachable.returncode == 2 and "cannot reach" in unreachable.stderr
+
+
+def test_server_commands_send_pitfalls_token_as_the_api_token(tmp_path):
+    """`show`, `search` and `match` with --server send PITFALLS_TOKEN (a private site's reading
+    needs one), to a real HTTP server here that writes down what it was sent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str | None]] = []
+    answers = {
+        "/api/v1/entries/some-entry": {"id": "some-entry", "title": "T", "markdown": "body"},
+        "/api/v1/match": {"message": "No known pitfall matches this error.", "matches": [],
+                          "related": []},
+        "/api/v1/search": {"total": 0, "hits": []},
+    }  # fmt: skip
+
+    class Answering(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            path = self.path.split("?")[0]
+            seen.append((path, self.headers.get("Authorization")))
+            if self.command == "POST":
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = json.dumps(answers.get(path, {})).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env["PITFALLS_TOKEN"] = "pf_secret"
+    try:
+        for args in (["show", "some-entry"], ["search", "view"], ["match"]):
+            done = subprocess.run(
+                [*PITFALLS, *args, "--server", base],
+                input="RuntimeError: boom\n",
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+            )
+            assert done.returncode in (0, 1), done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert {path for path, _ in seen} == set(answers)
+    assert all(token == "Bearer pf_secret" for _, token in seen), seen

@@ -8,18 +8,8 @@ import sys
 
 import click
 
-# Each module adds its commands to the group.
-from app.cli import (  # noqa: F401
-    accounts,
-    answers,
-    content,
-    maintenance,
-    run,
-    serving,
-    show,
-    verification,
-    webhooks,
-)
+# Each module adds its commands to the group when the group first asks for one of them
+# (app.cli.group.COMMAND_MODULES): a command imports only what it uses.
 from app.cli.group import CannotRun, cli, reader_gone
 
 __all__ = ["CannotRun", "cli", "main"]

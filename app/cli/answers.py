@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from app.cli.group import CannotRun, _index_dir, _settings, cli
+from app.cli.group import CannotRun, _index_dir, _remote, _settings_to_read, cli
 
 
 @cli.command()
@@ -30,10 +30,10 @@ def search(
     """Search the knowledge base."""
     text = " ".join(query)
     if server:
-        from app.answer_sources import RemotePitfalls, SourceError
+        from app.answer_sources import SourceError
 
         try:
-            result = RemotePitfalls(server).search(text, kind, tag, limit, page=page)
+            result = _remote(server).search(text, kind, tag, limit, page=page)
         except SourceError as exc:
             raise CannotRun(str(exc)) from None
     else:
@@ -73,7 +73,7 @@ def _local_search(text: str, **options) -> dict:
     from app.search import SearchService
     from app.search.index import engine_name, read_state
 
-    settings = _settings()
+    settings = _settings_to_read()
     database = sqlite_file(settings.database_url)
     mark = read_mark(database) if database is not None else None
     state = read_state(_index_dir(settings), engine_name(settings.search_engine))
@@ -89,11 +89,13 @@ def _local_search(text: str, **options) -> dict:
         finally:
             service.close()
     from app.bootstrap import prepare_data
+    from app.settings import full_settings
     from app.storage import create_db_engine
 
-    engine = create_db_engine(settings)
-    prepare_data(settings, engine, ingest="if-empty")
-    service = SearchService(_index_dir(settings), engine, search_engine=settings.search_engine)
+    full = full_settings(settings)
+    engine = create_db_engine(full)
+    prepare_data(full, engine, ingest="if-empty")
+    service = SearchService(_index_dir(full), engine, search_engine=full.search_engine)
     try:
         return service.search(text, **options).to_dict()
     finally:
@@ -104,13 +106,13 @@ def _local_search(text: str, **options) -> dict:
 def _answer(text: str, server: str | None) -> dict:
     """The /api/v1/match answer for `text`: from a running server, or computed here."""
     if server:
-        from app.answer_sources import RemotePitfalls, SourceError
+        from app.answer_sources import SourceError
 
         try:
-            return RemotePitfalls(server).match(text)
+            return _remote(server).match(text)
         except SourceError as exc:
             raise CannotRun(str(exc)) from None
-    settings = _settings()
+    settings = _settings_to_read()
     # A SQLite database: answered from the data dir's cache (built from the database when it
     # is missing or stale), without SQLAlchemy. PostgreSQL: read from the database each time.
     from app.local_cache import answer_from_cache, build_match_data, cached_data
@@ -124,10 +126,12 @@ def _answer(text: str, server: str | None) -> dict:
     from app.bootstrap import prepare_to_read
     from app.matching.likely import read_saved_documents, save_documents
     from app.matching.paste_matcher import PasteMatcher
+    from app.settings import full_settings
     from app.storage import active_entry_texts, active_signature_records, create_db_engine
 
-    engine = create_db_engine(settings)
-    prepare_to_read(settings, engine)
+    full = full_settings(settings)
+    engine = create_db_engine(full)
+    prepare_to_read(full, engine)
     # What the likely tier read of each entry is kept in the data dir: the next command
     # tokenizes only the entries that changed.
     saved_file = settings.data_dir / "cache" / "likely-entries.marshal"

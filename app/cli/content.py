@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from app.cli.group import _content_dir, _database, _settings, cli
+from app.cli.group import CannotRun, _content_dir, _database, _settings, _settings_to_read, cli
 
 PROGRESS_MIN_FILES = 50
 
@@ -19,12 +19,12 @@ def check(paths: tuple[Path, ...], strict: bool) -> None:
     """Check entry files (default: the content folder); report problems as file:line: message."""
     from app.checker import check_paths
     from app.local_cache import SiblingCache
-    from app.settings import SettingsError, load_settings
 
-    targets = list(paths) or [_content_dir(_settings())]
+    targets = list(paths) or [_content_dir(_settings_to_read())]
     try:  # the files beside the checked ones are remembered in the data dir, when it has one
-        memo = SiblingCache(load_settings().data_dir / "cache" / "cli-check.marshal")
-    except SettingsError:
+        settings = _settings_to_read()
+        memo: SiblingCache | None = SiblingCache(settings.data_dir / "cache" / "cli-check.marshal")
+    except CannotRun:  # bad settings: check the files all the same
         memo = None
     report = check_paths(targets, memo)
     if memo is not None:

@@ -2,6 +2,7 @@
 exit code 2 of a command that could not run."""
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ import click
 from app import __version__
 
 if TYPE_CHECKING:  # pydantic-settings is imported by the commands that read settings
+    from app.answer_sources import RemotePitfalls
+    from app.quick_settings import QuickSettings
     from app.settings import Settings
 
 
@@ -32,12 +35,29 @@ def _settings() -> "Settings":
         raise CannotRun(str(exc)) from None
 
 
-def _content_dir(settings: "Settings") -> Path:
+def _settings_to_read() -> "QuickSettings | Settings":
+    """The settings for a short command that only reads them: without pydantic where that
+    reads them the same (app.quick_settings), else `_settings()`; `full_settings()` of
+    app.settings gives `Settings`."""
+    from app.quick_settings import quick_settings
+
+    return quick_settings() or _settings()
+
+
+def _remote(server: str) -> "RemotePitfalls":
+    """The server's API, with PITFALLS_TOKEN as the API token where it is set (a site whose
+    reading is private needs one)."""
+    from app.answer_sources import RemotePitfalls
+
+    return RemotePitfalls(server, os.environ.get("PITFALLS_TOKEN") or None)
+
+
+def _content_dir(settings: "QuickSettings | Settings") -> Path:
     assert settings.content_dir is not None  # filled in when the settings are read
     return settings.content_dir
 
 
-def _index_dir(settings: "Settings") -> Path:
+def _index_dir(settings: "QuickSettings | Settings") -> Path:
     assert settings.index_dir is not None  # filled in when the settings are read
     return settings.index_dir
 
@@ -55,9 +75,47 @@ def _database() -> Iterator:
         engine.dispose()
 
 
+# Which module of app/cli defines each command: a command's module is imported when the command
+# is asked for, so `pitfalls match` never pays for the web server's or the accounts' imports.
+COMMAND_MODULES = {
+    "backup": "maintenance",
+    "check": "content",
+    "export": "content",
+    "ingest": "content",
+    "match": "answers",
+    "mcp": "serving",
+    "reindex": "maintenance",
+    "restore": "maintenance",
+    "run": "run",
+    "search": "answers",
+    "serve": "serving",
+    "show": "show",
+    "token": "accounts",
+    "user": "accounts",
+    "verify": "verification",
+    "webhooks": "webhooks",
+}
+
+
 class _Commands(click.Group):
-    """The group; a reader that went away (`pitfalls match … | head -2`) ends the command
-    quietly with exit 0, as `cat` or `grep` would, instead of a traceback or exit 1."""
+    """The group, loading each command's module on first use; a reader that went away
+    (`pitfalls match … | head -2`) ends the command quietly with exit 0, as `cat` or `grep`
+    would, instead of a traceback or exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMAND_MODULES, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(f"app.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def every_command(self) -> dict[str, click.Command]:
+        """Every command by name, every command module imported (what the docs' test reads)."""
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(f"app.cli.{module}")
+        return dict(sorted(self.commands.items()))
 
     def invoke(self, ctx: click.Context):
         try:

@@ -70,8 +70,7 @@ def entry_link(match: dict, server: str | None) -> str:
         return url
     if server:
         return server.rstrip("/") + url
-    command = "show" if "show" in cli.commands else "search"
-    return f"pitfalls {command} {match['id']}"
+    return f"pitfalls show {match['id']}"
 
 
 def explain_failure(text: str, *, server: str | None, github: bool, command: str) -> None:

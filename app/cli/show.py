@@ -17,7 +17,7 @@ import textwrap
 
 import click
 
-from app.cli.group import CannotRun, _settings, cli
+from app.cli.group import CannotRun, _remote, _settings, _settings_to_read, cli
 
 
 def _archived(entry_id: str) -> click.ClickException:
@@ -31,7 +31,7 @@ def _local_entry(entry_id: str) -> dict | None:
     for SQLite, from the data dir's cache of every entry (app.local_cache)."""
     from app.local_cache import build_show_data, cached_data
 
-    data = cached_data(_settings(), "show", build_show_data)
+    data = cached_data(_settings_to_read(), "show", build_show_data)
     if data is not None:
         entry = data["entries"].get(entry_id)
         if entry is not None and entry.get("archived"):
@@ -59,10 +59,10 @@ def _local_entry(entry_id: str) -> dict | None:
 
 
 def _remote_entry(entry_id: str, server: str) -> dict | None:
-    from app.answer_sources import RemotePitfalls, SourceError
+    from app.answer_sources import SourceError
 
     try:
-        return RemotePitfalls(server).entry(entry_id)
+        return _remote(server).entry(entry_id)
     except SourceError as exc:
         raise CannotRun(str(exc)) from None
 

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import math
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ from whoosh.query import And, AndNot, Every, Query, Term
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.errors import PitfallsError
 from app.feed_mark import FeedMark
-from app.metrics import SEARCH_SECONDS
 from app.search.engine import Collected, EngineIndex, EngineReader
 from app.search.highlight import best_sentence
 from app.search.index import (
@@ -104,6 +104,14 @@ class _Pooled:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.reader.close()
+
+
+def _observe_seconds(seconds: float) -> None:
+    """Time a search into the process's metrics, where it has them: the web app imports
+    app.metrics to serve /metrics; a CLI command has none, and skips prometheus_client."""
+    metrics = sys.modules.get("app.metrics")
+    if metrics is not None:
+        metrics.SEARCH_SECONDS.observe(seconds)
 
 
 class SearchService:
@@ -336,7 +344,7 @@ class SearchService:
             ) from None
         finally:
             self._release(pooled, healthy)
-            SEARCH_SECONDS.observe(time.perf_counter() - started)
+            _observe_seconds(time.perf_counter() - started)
 
     def _search(
         self,

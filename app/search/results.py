@@ -4,7 +4,7 @@ a suggestion. `SearchResult.to_dict` is the one JSON shape of `/api/v1/search` a
 
 from dataclasses import dataclass, field
 
-from app.answer_shapes import entry_url
+from app.plain_answers import entry_url
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.routing import Route
 from swagger_ui.utils import SWAGGER_UI_PY_ROOT
 
 from app import __version__
@@ -31,8 +32,8 @@ from app.web import accounts, changes, entries, match, ops, search, tags, webhoo
 from app.web.accounts.oidc import make_client
 from app.web.auth import SESSION_COOKIE, csrf_token, page_principal, session_secret
 from app.web.errors import install_error_handlers
-from app.web.http import errors
-from app.web.mcp_http import mcp_route
+from app.web.http import MCP_PATH, errors
+from app.web.mcp_loading import LazyMcp
 from app.web.middleware.allow import AllowHeader
 from app.web.middleware.caching import AnswerCache, MarkReader, ReaderCache
 from app.web.middleware.headers import SecurityHeaders
@@ -140,8 +141,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             runtime.webhooks.start()
         try:
-            async with mcp_server.session_manager.run():  # the /mcp transport's task group
-                yield
+            async with anyio.create_task_group() as beside:
+                beside.start_soon(lazy_mcp.run)  # imports the MCP SDK once the app serves
+                try:
+                    yield
+                finally:
+                    beside.cancel_scope.cancel()
         finally:
             if runtime.webhooks is not None:
                 runtime.webhooks.stop()
@@ -199,8 +204,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ]
     for router in (*api_routers, *page_routers):
         app.include_router(router)
-    route, mcp_server = mcp_route(app, settings)
-    app.router.routes.append(route)
+    lazy_mcp = LazyMcp(app, settings)
+    app.router.routes.append(Route(MCP_PATH, endpoint=lazy_mcp, methods=["GET", "POST", "DELETE"]))
     install_error_handlers(app)
 
     app.add_middleware(SecurityHeaders)

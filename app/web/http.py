@@ -141,6 +141,11 @@ T = TypeVar("T")
 
 
 # Room for the other fields of a form or JSON body that carries a paste or an entry.
+MCP_PATH = "/mcp"
+# JSON-RPC's band of implementation-defined server errors (-32000..-32019); the SDK's own
+# codes are -32000 and -32001: /mcp's refusals (app.web.mcp_http, app.web.mcp_loading) use this.
+MCP_ACCESS_REFUSED = -32010
+
 BODY_OVERHEAD_BYTES = 64_000
 
 

@@ -1,12 +1,14 @@
 """The MCP server over streamable HTTP at /mcp, with the same rights as the JSON API.
 
-Stateless (no MCP session is kept between requests), so any replica answers any request; JSON
-responses. The session manager runs in the app's lifespan. Who may come in is decided by the
-API's own check (`app.web.auth.read_access`) before the MCP layer sees the request: a bad token
-is a 401, a disabled account's token a 403; without a token, a public site
-(PITFALLS_PUBLIC_READ) lets anyone in and a private one answers 401. Only a token counts, never
-a browser's session cookie (a cookie is sent by itself; a token on purpose). Whoever may read
-may report an outcome on an answer they got (with its token), as with `POST /api/v1/outcomes`.
+Imported only once the app is ready (app.web.mcp_loading): the SDK is a third of the web app's
+imports. Stateless (no MCP session is kept between requests), so any replica answers any
+request; JSON responses. The session manager runs beside the app, for as long as it runs. Who
+may come in is decided by the API's own check (`app.web.auth.read_access`) before the MCP layer
+sees the request: a bad token is a 401, a disabled account's token a 403; without a token, a
+public site (PITFALLS_PUBLIC_READ) lets anyone in and a private one answers 401. Only a token
+counts, never a browser's session cookie (a cookie is sent by itself; a token on purpose).
+Whoever may read may report an outcome on an answer they got (with its token), as with `POST
+/api/v1/outcomes`.
 
 A refusal is a JSON-RPC error in a JSON body at the API's status, with the API's sentence as
 its message: the official client shows a JSON-RPC error's message, and nothing of any other
@@ -21,7 +23,6 @@ from fastapi import FastAPI, HTTPException
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.accounts import SCOPE_ROLE
@@ -30,14 +31,9 @@ from app.mcp_server import build_server, current_link_base, current_principal, c
 from app.settings import Settings
 from app.storage import database_problem
 from app.web.auth import TOKEN_REQUIRED, LoginRequired, get_principal, read_access
-from app.web.http import public_base
+from app.web.http import MCP_ACCESS_REFUSED, MCP_PATH, public_base
 from app.web.match import voter_of
 from app.web.runtime import runtime_of
-
-MCP_PATH = "/mcp"
-# JSON-RPC's band of implementation-defined server errors (-32000..-32019); the SDK's own
-# codes are -32000 and -32001.
-ACCESS_REFUSED = -32010
 
 
 def scope_checker(settings):
@@ -57,7 +53,7 @@ def scope_checker(settings):
 async def _refuse(
     send: Send, status: int, message: str, headers: dict[str, str] | None = None
 ) -> None:
-    error = {"code": ACCESS_REFUSED, "message": message, "data": {"status": status}}
+    error = {"code": MCP_ACCESS_REFUSED, "message": message, "data": {"status": status}}
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     raw = [(b"content-type", b"application/json")]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
@@ -105,8 +101,9 @@ class McpAccess:
             current_link_base.reset(tokens[2])
 
 
-def mcp_route(app: FastAPI, settings: Settings) -> tuple[Route, Any]:
-    """The /mcp route for `app` and the MCP server's session manager (run it in the lifespan)."""
+def mcp_endpoint(app: FastAPI, settings: Settings) -> tuple[ASGIApp, Any]:
+    """The /mcp endpoint for `app` and its MCP server (run its session manager beside it);
+    app.web.mcp_loading builds them once the app is ready."""
     pitfalls = LocalPitfalls(_LiveRuntime(app), voter=current_voter.get)
     server = build_server(pitfalls, check_scope=scope_checker(settings))
     hosts = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*"]
@@ -123,7 +120,7 @@ def mcp_route(app: FastAPI, settings: Settings) -> tuple[Route, Any]:
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         ),
     )
-    return Route(MCP_PATH, endpoint=McpAccess(inner), methods=["GET", "POST", "DELETE"]), server
+    return McpAccess(inner), server
 
 
 class _LiveRuntime:

@@ -8,18 +8,16 @@ or makes the account (`app.accounts.identities`) and starts a login session like
 login does. Every failure is a page with a sentence: 400 for a callback this browser did not
 start or a token that does not verify, 403 for a refusal, 503 when the provider cannot be
 reached. Requests to the provider have a time limit (PITFALLS_OIDC_TIMEOUT_S).
+
+Authlib, its HTTP client and joserfc are imported where a sign-in needs them: a site without
+PITFALLS_OIDC_DISCOVERY_URL never loads them, and a start does not wait for them.
 """
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import httpx2
-from authlib.common.errors import AuthlibBaseError
-from authlib.common.urls import add_params_to_uri
-from authlib.integrations.base_client import MismatchingStateError, OAuthError
-from authlib.integrations.starlette_client import OAuth, StarletteOAuth2App
 from fastapi import HTTPException, Request
-from joserfc.errors import JoseError
 from sqlalchemy.exc import IntegrityError
 
 from app.accounts import AccountDisabled, Identity, groups_of, sign_in_identity_once_settled
@@ -28,14 +26,21 @@ from app.web.auth import log_in
 from app.web.http import public_base
 from app.web.runtime import runtime_of
 
+if TYPE_CHECKING:
+    from authlib.integrations.starlette_client import StarletteOAuth2App
+
 CLIENT_NAME = "oidc"
 CALLBACK_PATH = "/login/oidc/callback"
 NEXT_KEY = "oidc_next"  # where to go after the sign-in, kept in the session meanwhile
 VIA_KEY = "via"  # "oidc" in a session started by the provider: logout may end its session too
 
-# What a provider that cannot be reached raises: a refused connection, a timeout, a 5xx answer
-# to the discovery or JWKS request, or a body that is not JSON.
-PROVIDER_DOWN = (httpx2.HTTPError, json.JSONDecodeError)
+
+def provider_down() -> tuple[type[Exception], ...]:
+    """What a provider that cannot be reached raises: a refused connection, a timeout, a 5xx
+    answer to the discovery or JWKS request, or a body that is not JSON."""
+    import httpx2
+
+    return (httpx2.HTTPError, json.JSONDecodeError)
 
 
 class SignInFailed(Exception):
@@ -58,11 +63,13 @@ def passwords_off(request: Request) -> str | None:
     )
 
 
-def make_client(settings: Settings) -> StarletteOAuth2App | None:
+def make_client(settings: Settings) -> "StarletteOAuth2App | None":
     """The provider's client, or None where PITFALLS_OIDC_DISCOVERY_URL is empty. Nothing is
     fetched until the first sign-in (the discovery document is then kept)."""
     if not settings.oidc_enabled:
         return None
+    from authlib.integrations.starlette_client import OAuth, StarletteOAuth2App
+
     scopes = settings.oidc_scopes.split()
     if "openid" not in scopes:
         scopes.insert(0, "openid")
@@ -84,7 +91,7 @@ def make_client(settings: Settings) -> StarletteOAuth2App | None:
     return client
 
 
-def client_of(request: Request) -> StarletteOAuth2App:
+def client_of(request: Request) -> "StarletteOAuth2App":
     client = runtime_of(request).oidc
     if client is None:
         raise HTTPException(404, "Signing in with OpenID Connect is not set up on this site.")
@@ -111,13 +118,17 @@ async def start(request: Request, next_path: str):
     request.session[NEXT_KEY] = next_path
     try:
         return await client.authorize_redirect(request, redirect_uri(request))
-    except PROVIDER_DOWN:
+    except provider_down():
         raise _unreachable(runtime_of(request).settings) from None
 
 
-async def _claims(request: Request, client: StarletteOAuth2App) -> Mapping[str, object]:
+async def _claims(request: Request, client: "StarletteOAuth2App") -> Mapping[str, object]:
     """The verified claims of the callback's ID token, the groups filled in from userinfo
     where the ID token leaves them out."""
+    from authlib.common.errors import AuthlibBaseError
+    from authlib.integrations.base_client import MismatchingStateError, OAuthError
+    from joserfc.errors import JoseError
+
     settings = runtime_of(request).settings
     params = request.query_params
     if params.get("error"):
@@ -142,7 +153,7 @@ async def _claims(request: Request, client: StarletteOAuth2App) -> Mapping[str, 
             f"({(exc.description or exc.error or 'no reason given')[:200]}); start again from "
             "the login page.",
         ) from None
-    except PROVIDER_DOWN:
+    except provider_down():
         raise _unreachable(settings) from None
     except (JoseError, AuthlibBaseError) as exc:
         raise SignInFailed(
@@ -160,7 +171,7 @@ async def _claims(request: Request, client: StarletteOAuth2App) -> Mapping[str, 
     if settings.oidc_groups_claim not in claims and client.server_metadata.get("userinfo_endpoint"):
         try:
             info = await client.userinfo(token=token)
-        except PROVIDER_DOWN:
+        except provider_down():
             raise _unreachable(settings) from None
         except AuthlibBaseError:
             info = {}
@@ -216,6 +227,8 @@ def provider_logout_url(request: Request, via: str | None) -> str | None:
     endpoint = runtime.oidc.server_metadata.get("end_session_endpoint")
     if not endpoint:
         return None
+    from authlib.common.urls import add_params_to_uri
+
     params = {"client_id": runtime.settings.oidc_client_id}
     params["post_logout_redirect_uri"] = public_base(request) + "/"
     return add_params_to_uri(endpoint, params)
