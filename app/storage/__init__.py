@@ -40,6 +40,7 @@ from app.storage.reads import (
     active_signature_records,
     active_signatures,
     all_snippets,
+    changed_entry_ids,
     count_by_kind,
     count_entries,
     count_revisions,
@@ -48,6 +49,7 @@ from app.storage.reads import (
     entry_listing,
     entry_signatures,
     entry_snippets,
+    entry_texts_of,
     get_entries,
     get_entry,
     get_revision,
@@ -57,6 +59,7 @@ from app.storage.reads import (
     lock_entry,
     recent_entries,
     revision_authors,
+    signature_records_of,
 )
 from app.storage.writes import (
     EntryExists,
@@ -85,6 +88,7 @@ __all__ = [
     "alembic_config",
     "all_snippets",
     "archive_entry",
+    "changed_entry_ids",
     "changes_and_count",
     "changes_since",
     "content_mark",
@@ -100,6 +104,7 @@ __all__ = [
     "entry_listing",
     "entry_signatures",
     "entry_snippets",
+    "entry_texts_of",
     "feed_mark",
     "get_entries",
     "get_entry",
@@ -118,5 +123,6 @@ __all__ = [
     "schema_is_current",
     "setup_lock",
     "shared_secret",
+    "signature_records_of",
     "upgrade_schema",
 ]
