@@ -364,15 +364,20 @@ class Served:
 
 @contextmanager
 def running_servers(
-    folders: list[Path], *, settings: dict[str, str] | None = None, fresh: bool = True
+    folders: list[Path],
+    *,
+    settings: dict[str, str] | None = None,
+    fresh: bool = True,
+    ready_s: float = 90,
 ) -> Iterator[list[Served]]:
-    """`pitfalls serve` in each folder, all started at the same moment, then all awaited."""
+    """`pitfalls serve` in each folder, all started at the same moment, then all awaited
+    (`ready_s` each: a first start over many entries ingests them all first)."""
     servers = [Served(folder, settings, fresh) for folder in folders]
     try:
         for served in servers:
             served.start()
         for served in servers:
-            served.wait_ready()
+            served.wait_ready(ready_s)
         yield servers
     finally:
         for served in servers:
@@ -381,11 +386,15 @@ def running_servers(
 
 @contextmanager
 def running_server(
-    folder: Path, *, settings: dict[str, str] | None = None, fresh: bool = True
+    folder: Path,
+    *,
+    settings: dict[str, str] | None = None,
+    fresh: bool = True,
+    ready_s: float = 90,
 ) -> Iterator[tuple[str, Path]]:
     """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries);
     `fresh=False` serves a folder another server already prepared (a second process)."""
-    with running_servers([folder], settings=settings, fresh=fresh) as (served,):
+    with running_servers([folder], settings=settings, fresh=fresh, ready_s=ready_s) as (served,):
         yield served.base, served.folder
 
 
