@@ -304,7 +304,11 @@ def _created_then_edited_is_followed(a: str, b: str, token: dict, prefix: str) -
         ),
         FOLLOW_S,
     )
-    assert seen is not None, f"B did not follow the edited signature (before: {delays})"
+    assert seen is not None, (
+        f"B did not follow the edited signature (before: {delays}); now: new wording "
+        f"{_matched(b, word, entry_id, 'signature')}, old {_matched(b, old, entry_id, 'signature')}"
+        f", found {_found(b, word, entry_id)}"
+    )
     return [*delays, round(seen, 3)]
 
 
