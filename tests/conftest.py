@@ -187,7 +187,8 @@ def make_settings(tmp_path: Path, database_url: str):
     def _make(content: Path, **overrides) -> Settings:
         if database_url:
             overrides.setdefault("database_url", database_url)
-        return load_settings(data_dir=tmp_path / "data", content_dir=content, **overrides)
+        overrides.setdefault("data_dir", tmp_path / "data")
+        return load_settings(content_dir=content, **overrides)
 
     return _make
 

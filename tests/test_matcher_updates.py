@@ -12,17 +12,21 @@ import dataclasses
 import random
 
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
 from sqlmodel import Session
 
 from app import storage
 from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+from app.matching import signature_tier
 from app.matching.calibration import load_model
 from app.matching.evaluation import load_corpus
 from app.matching.likely import EntryText
 from app.matching.paste_matcher import PasteMatcher
 from app.matching.signature_tier import MAX_TAILS, SignatureMatcher, SignatureRecord
+from app.models import Entry, Signature
 from app.tracebacks import parse_traceback
-from tests.conftest import REPO_CONTENT
+from tests.conftest import REPO_CONTENT, entry_text
 from tests.test_caching import Site, site  # noqa: F401  # the fixture
 from tests.test_real_pastes import CORPUS
 
@@ -176,3 +180,90 @@ def test_the_process_matcher_follows_saves_from_the_feed_without_reading_every_e
     ).json()
     assert answer["matches"][0]["id"] == "first-entry"
     assert answer["change"] == mark.seq
+
+
+# ---- a save costs what it changes -------------------------------------------------------------
+
+
+def _generated(n: int) -> str:
+    return entry_text(
+        f"generated-{n:04d}",
+        title=f"Generated pitfall number {n}",
+        signatures=(
+            "signatures:\n"
+            "  - exception: RuntimeError\n"
+            f"    message: 'generated failure {n:04d} in (?P<what>\\w+)'\n"
+            f"    example: 'RuntimeError: generated failure {n:04d} in forward'\n"
+        ),
+    )
+
+
+def _save_work(make_settings, content_dir, size: int) -> dict[str, int]:
+    """What one edit through the API costs, the process's matcher following it included:
+    entries and signatures loaded through the ORM, patterns and sets compiled."""
+    for n in range(size):
+        (content_dir / f"generated-{n:04d}.md").write_text(_generated(n), encoding="utf-8")
+    from app.web import create_app
+
+    work = dict.fromkeys(("entries loaded", "signatures loaded", "patterns", "sets"), 0)
+
+    def count(name):
+        def counted(*args, **kwargs):
+            work[name] += 1
+
+        return counted
+
+    settings = make_settings(content_dir, data_dir=content_dir.parent / f"data-{size}")
+    with TestClient(create_app(settings)) as client:
+        site = Site(client)
+        matchers = client.app.state.runtime.matchers
+        matchers.current()
+        twin = client.get("/api/v1/entries/generated-0003")
+        edited = twin.json()["markdown"].replace("Generated pitfall", "A generated pitfall")
+        listeners = [
+            (Entry, "load", count("entries loaded")),
+            (Signature, "load", count("signatures loaded")),
+        ]
+        for target, name, listener in listeners:
+            event.listen(target, name, listener)
+        compile_pattern, chunk = signature_tier.compile_pattern, signature_tier._Chunk.__init__
+
+        def compiling(*args, **kwargs):
+            work["patterns"] += 1
+            return compile_pattern(*args, **kwargs)
+
+        def new_set(self, *args, **kwargs):
+            work["sets"] += 1
+            chunk(self, *args, **kwargs)
+
+        signature_tier.compile_pattern = compiling
+        signature_tier._Chunk.__init__ = new_set  # type: ignore[method-assign]
+        try:
+            saved = client.put(
+                "/api/v1/entries/generated-0003",
+                json={"markdown": edited, "message": "a title"},
+                headers={**site.writer, "If-Match": twin.headers["etag"]},
+            )
+            assert saved.status_code == 200, saved.text
+            matcher = matchers.current()
+        finally:
+            signature_tier.compile_pattern, signature_tier._Chunk.__init__ = compile_pattern, chunk
+            for target, name, listener in listeners:
+                event.remove(target, name, listener)
+        assert len(matcher.likely) == size
+        answer = client.post(
+            "/api/v1/match", json={"text": "RuntimeError: generated failure 0003 in forward"}
+        ).json()
+        assert answer["matches"][0]["id"] == "generated-0003"
+    return work
+
+
+def test_one_save_does_the_same_work_at_n_and_at_4n_entries(make_settings, tmp_path):
+    small, large = tmp_path / "small" / "content", tmp_path / "large" / "content"
+    small.mkdir(parents=True), large.mkdir(parents=True)
+    at_n = _save_work(make_settings, small, 30)
+    at_4n = _save_work(make_settings, large, 120)
+    assert at_n == at_4n, (at_n, at_4n)
+    # the entry saved, read again by the check, the save and the matcher's update; one set for
+    # the draft's own signatures, one for the matcher's update
+    assert at_n["entries loaded"] <= 3 and at_n["sets"] <= 2, at_n

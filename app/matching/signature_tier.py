@@ -231,6 +231,7 @@ class SignatureMatcher:
                 ) from exc
             self._chunks.append(chunk.placed(position))
         self._chunk_size, self._set_memory = chunk_size, set_memory
+        self._messages: list[str] | None = None  # `example_messages`, once asked for
         self.fallbacks = 0  # how often a set failed at match time and patterns ran one by one
         self._caseless: dict[int, object] = {}  # index -> the pattern with case ignored
         self._by_entry: dict[str, list[int]] | None = None
@@ -276,6 +277,7 @@ class SignatureMatcher:
         new._frames = list(self._frames)
         new._contexts = list(self._contexts)
         new._specificity = list(self._specificity)
+        messages = list(self._messages) if self._messages is not None else None
         # old position -> new position (-1: gone), made of whole runs at C speed
         remap = array("i")
         done = 0  # old positions mapped so far
@@ -296,6 +298,8 @@ class SignatureMatcher:
             new._frames[start:end] = [c[1] for c in parts]
             new._contexts[start:end] = [c[2] for c in parts]
             new._specificity[start:end] = [c[3] for c in parts]
+            if messages is not None:
+                messages[start:end] = [split_exception_line(r.example).message for r in added]
             shift += len(added) - (end - start)
         remap.extend(range(done + shift, len(self._records) + shift))
         new._compiled.update(compiled_new)
@@ -333,6 +337,7 @@ class SignatureMatcher:
                 chunk.tail = len(chunk.records) < self._chunk_size // 2
                 new._chunks.append(chunk.placed(position))
         new._chunk_size, new._set_memory = self._chunk_size, self._set_memory
+        new._messages = messages
         new.fallbacks = 0
         new._caseless = {}
         new._by_entry = None
@@ -366,9 +371,18 @@ class SignatureMatcher:
                 ) from exc
             self._chunks.append(chunk.placed(position))
         self._chunk_size, self._set_memory = chunk_size, set_memory
+        self._messages = None
         self.fallbacks = 0
         self._caseless = {}
         self._by_entry = None
+
+    def example_messages(self) -> list[str]:
+        """The message of each record's example (after `Type: `), in `records` order: what the
+        check of a draft searches for the examples its signatures reach. Worked out once per
+        matcher, and carried over (changed entries only) by `updated`."""
+        if self._messages is None:
+            self._messages = [split_exception_line(r.example).message for r in self._records]
+        return self._messages
 
     @property
     def specificities(self) -> list[int]:

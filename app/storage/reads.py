@@ -42,6 +42,15 @@ def active_entry_ids(session: Session) -> set[str]:
     return set(session.exec(query).all())
 
 
+def active_ids_among(session: Session, entry_ids: Iterable[str]) -> set[str]:
+    """Which of these ids name an active entry (one query by the key, whatever the base's size)."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return set()
+    query = select(Entry.id).where(col(Entry.archived).is_(False), col(Entry.id).in_(ids))
+    return set(session.exec(query).all())
+
+
 def entry_file_states(session: Session) -> dict[str, FileState]:
     """What ingest needs to skip an unchanged file and to see a wiki edit it must not overwrite."""
     query = select(Entry.id, Entry.file_hash, Entry.archived, Entry.edited_since_ingest)
