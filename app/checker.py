@@ -180,9 +180,9 @@ def reached_examples(
     `SignatureMatcher(patterns).match_exception_line` has hits for), in order.
 
     Each pattern is searched over all the messages joined by newlines, starting again at the
-    message after each hit: a hit that runs on into the next message is only a suspect more
-    (the caller judges each), and none is missed, since every message is searched from its
-    start. So a save's check costs a few searches in C, not a set pass per entry."""
+    message after each hit; the message a hit starts in is then searched by itself (a hit may
+    run on into the next message). None is missed, since every message is searched from its
+    start, so a save's check costs a few searches in C, not a set pass per entry."""
     if not others:
         return []
     if messages is None:
@@ -204,7 +204,8 @@ def reached_examples(
             if hit is None:
                 break
             index = bisect_right(starts, hit.start()) - 1
-            found.add(index)
+            if regex.search(messages[index]) is not None:  # not a hit running on into the next
+                found.add(index)
             position = starts[index + 1]
     return [others[i] for i in sorted(found) if i < len(others)]
 

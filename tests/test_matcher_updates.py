@@ -17,7 +17,13 @@ from sqlalchemy import event
 from sqlmodel import Session
 
 from app import storage
-from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
+from app.checker import (
+    collect_entry_files,
+    entry_texts,
+    load_entry_files,
+    reached_examples,
+    signature_records,
+)
 from app.matching import signature_tier
 from app.matching.calibration import load_model
 from app.matching.evaluation import load_corpus
@@ -25,6 +31,7 @@ from app.matching.likely import EntryText
 from app.matching.paste_matcher import PasteMatcher
 from app.matching.signature_tier import MAX_TAILS, SignatureMatcher, SignatureRecord
 from app.models import Entry, Signature
+from app.signatures import split_exception_line
 from app.tracebacks import parse_traceback
 from tests.conftest import REPO_CONTENT, entry_text
 from tests.test_caching import Site, site  # noqa: F401  # the fixture
@@ -269,3 +276,26 @@ def test_one_save_does_the_same_work_at_n_and_at_4n_entries(make_settings, tmp_p
     for work in (at_n, at_4n):
         assert work["entries loaded"] <= 4 and work["signatures loaded"] <= 4, (at_n, at_4n)
         assert work["patterns"] == 1 and work["sets"] <= 2, (at_n, at_4n)
+
+
+def test_the_examples_a_drafts_patterns_reach_are_those_a_set_pass_per_example_finds(shipped):
+    """The save's one search per pattern over all messages joined finds exactly the examples
+    that matching each example against the draft's signatures finds (then judged the same)."""
+    records, _ = shipped
+    messages = [split_exception_line(r.example).message for r in records]
+    tricky = [
+        SignatureRecord("anchored", 0, r"^CUDA error", "RuntimeError: CUDA error: x"),
+        SignatureRecord("spanning", 0, r"(?s)out of.*memory", "RuntimeError: out of memory"),
+        SignatureRecord("empty", 0, r"(?:)", "RuntimeError: anything"),
+    ]
+    by_entry: dict[str, list[SignatureRecord]] = {}
+    for r in records:
+        by_entry.setdefault(r.entry_id, []).append(r)
+    for own in [*by_entry.values(), *([t] for t in tricky)]:
+        entry_id = own[0].entry_id
+        others = [r for r in records if r.entry_id != entry_id]
+        kept = [m for r, m in zip(records, messages, strict=True) if r.entry_id != entry_id]
+        single = SignatureMatcher(own)
+        expected = [r for r in others if single.match_exception_line(r.example)]
+        assert reached_examples(own, others, kept) == expected, entry_id
+        assert reached_examples(own, others) == expected, entry_id
