@@ -275,7 +275,7 @@ def test_one_save_does_the_same_work_at_n_and_at_4n_entries(make_settings, tmp_p
     # one set for the draft's own signatures, one for the matcher's update.
     for work in (at_n, at_4n):
         assert work["entries loaded"] <= 4 and work["signatures loaded"] <= 4, (at_n, at_4n)
-        assert work["patterns"] == 1 and work["sets"] <= 2, (at_n, at_4n)
+        assert work["patterns"] <= 1 and work["sets"] <= 2, (at_n, at_4n)
 
 
 def test_the_examples_a_drafts_patterns_reach_are_those_a_set_pass_per_example_finds(shipped):

@@ -257,6 +257,10 @@ class SignatureMatcher:
         fresh = [r for r in records if r.entry_id in changed]
         compiled_new: dict[SignatureRecord, tuple] = {}
         for record in fresh:
+            known = self._compiled.get(record)  # an entry saved with this signature unchanged
+            if known is not None:
+                compiled_new[record] = known
+                continue
             try:
                 compiled_new[record] = (
                     compile_pattern(record.message),
