@@ -120,7 +120,9 @@ class FeedFollower:
     """Keeps a process's caches current between requests, in a thread of its own.
 
     On PostgreSQL it LISTENs on the channel every writer NOTIFYs at commit, so an edit made on
-    another replica is applied here at once. A notification can be lost (a dropped connection, a
+    another replica is applied here at once; on SQLite it watches the file's `data_version`
+    (`_watch_sqlite`), so an edit made by another process on the same file is applied within
+    `SQLITE_WATCH_S`. A notification can be lost (a dropped connection, a
     replica starting), so it also calls `on_change` every interval whatever it heard: the timed
     check, which compares the feed's count and highest number with what the caches applied, is
     the guarantee; the notification only makes it sooner.
