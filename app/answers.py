@@ -129,11 +129,15 @@ class MatcherCache:
                     self.updates += 1
                     self.entries_read += len(texts)
             if matcher is None:
-                texts = storage.active_entry_texts(session)
-                # Only what changed is compiled and read again.
-                matcher = PasteMatcher.build(
-                    storage.active_signature_records(session), texts, previous=previous
+                # In Python's order of ids, whatever the database's collation: what `updated`
+                # keeps, and places a new entry by.
+                texts = sorted(storage.active_entry_texts(session), key=lambda t: t.entry_id)
+                records = sorted(
+                    storage.active_signature_records(session),
+                    key=lambda r: (r.entry_id, r.position),
                 )
+                # Only what changed is compiled and read again.
+                matcher = PasteMatcher.build(records, texts, previous=previous)
                 self.full_builds += 1
                 self.entries_read += len(texts)
         # the first match builds the DFA lazily
