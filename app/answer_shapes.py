@@ -149,3 +149,8 @@ class Answer(BaseModel):
         description="When nothing matched and the error comes from another library: its name.",
     )
     parsed: ParsedOut
+    change: int | None = Field(
+        default=None,
+        description="The highest change-feed number the matcher that answered had applied "
+        "(null when it read no database): a later change is not reflected in this answer.",
+    )

@@ -47,7 +47,17 @@ _last_built: PasteMatcher | None = None
 
 
 class MatcherCache:
-    """One compiled matcher (both tiers) per process, rebuilt when the change sequence moves."""
+    """One compiled matcher (both tiers) per process, brought up to date when the change feed
+    moves: from the entries the new changes name alone (`PasteMatcher.updated`), or rebuilt
+    whole when the feed cannot say what changed (the first build, a count that does not add up).
+
+    A request never waits for another thread's build: it answers with the matcher there is,
+    whose `mark` says which change it reflects. Only a caller that has already seen a newer mark
+    (`at_least`: its own write, or the mark an answer will be kept under) waits, for a build
+    that costs what the change costs."""
+
+    # How long a caller that saw a newer mark waits for a build under way elsewhere.
+    WAIT_S = 1.0
 
     def __init__(self, engine: Engine, check_interval_ms: int = 1000) -> None:
         self.engine = engine
@@ -55,6 +65,9 @@ class MatcherCache:
         self._matcher: PasteMatcher | None = None
         self._mark: storage.FeedMark | None = None
         self._lock = threading.Lock()
+        self.full_builds = 0  # every entry read and indexed
+        self.updates = 0  # only the changed entries read
+        self.entries_read = 0  # entries read from the database, over all builds
 
     def expire(self) -> None:
         self._watcher.expire()
@@ -64,44 +77,81 @@ class MatcherCache:
         """The feed's mark the current matcher was built at."""
         return self._mark
 
+    def _up_to_date(self) -> bool:
+        last, mark = self._watcher.last, self._mark
+        return (
+            self._matcher is not None
+            and last is not None
+            and mark is not None
+            and (last.seq, last.count) <= (mark.seq, mark.count)
+        )
+
     def current(self, at_least: storage.FeedMark | None = None) -> PasteMatcher:
-        """The matcher; `at_least`: a feed mark the caller has already seen (the one an answer
-        will be kept under), so the feed is read now rather than after the interval when this
-        matcher is older than that."""
-        # The mark may have been read by another thread (the feed follower) that is building
-        # the new matcher right now: compare with the newest mark read by anyone, and wait on
-        # the lock for that build instead of answering with the old matcher meanwhile.
+        """The matcher; `at_least`: a feed mark the caller has already seen, so the feed is
+        read now rather than after the interval when this matcher is older than that, and a
+        build under way is waited for (at most `WAIT_S`)."""
         behind = at_least is not None and (
             self._mark is None
             or (self._mark.seq, self._mark.count) < (at_least.seq, at_least.count)
         )
         self._watcher.poll(force=self._matcher is None or behind)
-        if self._matcher is not None and self._watcher.last == self._mark:
-            return self._matcher
-        global _last_built
-        with self._lock:
+        matcher = self._matcher
+        if matcher is not None and self._up_to_date():
+            return matcher
+        if matcher is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=self.WAIT_S if behind else 0):
+            return matcher  # another thread is building the next one
+        try:
             mark = self._watcher.last
-            if self._matcher is None or mark != self._mark:
+            if self._matcher is None or (mark is not None and not self._up_to_date()):
                 try:
-                    with Session(self.engine) as session:
-                        # Only what changed is compiled and read again.
-                        matcher = PasteMatcher.build(
-                            storage.active_signature_records(session),
-                            storage.active_entry_texts(session),
-                            previous=self._matcher or _last_built,
-                        )
+                    self._advance(mark)
                 except Exception as error:
                     # The database went away between the mark and the read: answer with what
                     # this process has (it says so through health) rather than not at all.
                     if self._matcher is None or storage.database_problem(error) is None:
                         raise
-                    return self._matcher
-                # the first match builds the DFA lazily
-                matcher.signatures.match_message("warm up the DFA")
-                self._matcher, self._mark = matcher, mark
-                _last_built = matcher
+        finally:
+            self._lock.release()
         assert self._matcher is not None
         return self._matcher
+
+    def _advance(self, mark: storage.FeedMark | None) -> None:
+        """Bring the matcher to `mark` (under the lock)."""
+        global _last_built
+        old, previous = self._mark, self._matcher
+        with Session(self.engine) as session:
+            matcher = None
+            if previous is not None and old is not None and mark is not None:
+                ids, changes = storage.changed_entry_ids(
+                    session, after_seq=old.seq, upto_seq=mark.seq
+                )
+                # Every change between the marks is one of those rows: then they name every
+                # entry that differs (otherwise rows were removed, or numbers were reused).
+                if changes == mark.count - old.count:
+                    records = storage.signature_records_of(session, ids)
+                    texts = storage.entry_texts_of(session, ids, records)
+                    matcher = previous.updated(ids, records, texts)
+                    self.updates += 1
+                    self.entries_read += len(texts)
+            if matcher is None:
+                # In Python's order of ids, whatever the database's collation: what `updated`
+                # keeps, and places a new entry by.
+                texts = sorted(storage.active_entry_texts(session), key=lambda t: t.entry_id)
+                records = sorted(
+                    storage.active_signature_records(session),
+                    key=lambda r: (r.entry_id, r.position),
+                )
+                # Only what changed is compiled and read again.
+                matcher = PasteMatcher.build(records, texts, previous=previous or _last_built)
+                self.full_builds += 1
+                self.entries_read += len(texts)
+        # the first match builds the DFA lazily
+        matcher.signatures.match_message("warm up the DFA")
+        matcher.mark = mark
+        self._matcher, self._mark = matcher, mark
+        _last_built = matcher
 
 
 class EntryPartsCache:
@@ -172,7 +222,10 @@ def answer_paste(
         parsed = parsed if parsed is not None else parse_traceback(text)
         result = matcher.match(parsed)
     with Session(engine) as session:
-        return assemble_answer(text, parsed, result, _SessionReads(session), signer)
+        answer = assemble_answer(text, parsed, result, _SessionReads(session), signer)
+    if isinstance(matcher.mark, storage.FeedMark):
+        answer.change = matcher.mark.seq
+    return answer
 
 
 def answer_query(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer | None:

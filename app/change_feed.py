@@ -1,6 +1,7 @@
 """Following the database's change sequence from a process's derived caches, cheaply."""
 
 import logging
+import sqlite3
 import threading
 import time
 import weakref
@@ -111,13 +112,17 @@ class ChangeWatcher:
 
 
 NOTIFY_CHANNEL = "pitfalls_changes"
+# How often a process on SQLite asks whether another one wrote to the file (a cheap question).
+SQLITE_WATCH_S = 0.1
 
 
 class FeedFollower:
     """Keeps a process's caches current between requests, in a thread of its own.
 
     On PostgreSQL it LISTENs on the channel every writer NOTIFYs at commit, so an edit made on
-    another replica is applied here at once. A notification can be lost (a dropped connection, a
+    another replica is applied here at once; on SQLite it watches the file's `data_version`
+    (`_watch_sqlite`), so an edit made by another process on the same file is applied within
+    `SQLITE_WATCH_S`. A notification can be lost (a dropped connection, a
     replica starting), so it also calls `on_change` every interval whatever it heard: the timed
     check, which compares the feed's count and highest number with what the caches applied, is
     the guarantee; the notification only makes it sooner.
@@ -147,12 +152,43 @@ class FeedFollower:
             logger.exception("bringing the caches up to the change feed failed")
 
     def _run(self) -> None:
-        postgres = self.engine.url.get_backend_name() == "postgresql"
+        backend = self.engine.url.get_backend_name()
         while not self._stop.is_set():
-            if postgres:
+            if backend == "postgresql":
                 self._listen()
+            elif backend == "sqlite":
+                self._watch_sqlite()
             if not self._stop.wait(self.interval_s):
                 self._apply()
+
+    def _watch_sqlite(self) -> None:
+        """SQLite sends no notification, but `PRAGMA data_version`, asked again and again on one
+        connection, moves whenever another connection (another process) committed to the file:
+        a question that reads no table, so it is asked every `SQLITE_WATCH_S`, and the caches
+        catch up as soon as it moves (and every interval whatever it says). Returns when
+        stopped, or when the file cannot be opened (then the caller checks every interval)."""
+        path = self.engine.url.database
+        if not path or path == ":memory:" or path.startswith("file:"):
+            return  # one process's database: this process's commits expire its caches
+        try:
+            connection = sqlite3.connect(path, timeout=1.0, check_same_thread=False)
+        except sqlite3.Error as exc:
+            logger.warning("watching the database file failed (%s); checking every interval", exc)
+            return
+        try:
+            version = None
+            due = time.monotonic() + self.interval_s
+            while not self._stop.wait(SQLITE_WATCH_S):
+                try:
+                    moved = connection.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    moved = None  # busy or gone for a moment: the timed check still runs
+                now = time.monotonic()
+                if (moved is not None and moved != version) or now >= due:
+                    version, due = moved, now + self.interval_s
+                    self._apply()
+        finally:
+            connection.close()
 
     def _listen(self) -> None:
         """Wait on LISTEN until stopped or the connection fails (then the caller falls back to

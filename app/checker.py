@@ -5,8 +5,11 @@ with the functions here, so an entry is judged the same way wherever it comes fr
 """
 
 import hashlib
+import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Protocol
 
@@ -16,7 +19,7 @@ from app.matching import SignatureHit, SignatureMatcher, SignatureRecord
 from app.matching.likely import EntryText
 from app.matching.signature_tier import known_matches, match_paste
 from app.rendering import markdown_section
-from app.signatures import PatternError, compile_pattern, literal_length
+from app.signatures import PatternError, compile_pattern, literal_length, split_exception_line
 from app.tracebacks import parse_traceback
 
 
@@ -164,17 +167,63 @@ def collision_problems(docs: Sequence[EntryDocument], matcher: ExampleMatcher) -
     return problems
 
 
+# A pattern that says where a text starts or ends is searched in each message by itself.
+_ANCHORED = re.compile(r"[$^]|\\[AzZ]")
+
+
+def reached_examples(
+    patterns: Sequence[SignatureRecord],
+    others: Sequence[SignatureRecord],
+    messages: Sequence[str] | None = None,
+) -> list[SignatureRecord]:
+    """Those of `others` whose example's message a pattern of `patterns` finds (the examples
+    `SignatureMatcher(patterns).match_exception_line` has hits for), in order.
+
+    Each pattern is searched over all the messages joined by newlines, starting again at the
+    message after each hit; the message a hit starts in is then searched by itself (a hit may
+    run on into the next message). None is missed, since every message is searched from its
+    start, so a save's check costs a few searches in C, not a set pass per entry."""
+    if not others:
+        return []
+    if messages is None:
+        messages = [split_exception_line(r.example).message for r in others]
+    joined = "\n".join(messages)
+    starts = list(accumulate((len(m) + 1 for m in messages), initial=0))
+    found: set[int] = set()
+    for record in patterns:
+        try:
+            regex = compile_pattern(record.message)
+        except PatternError:
+            continue
+        if _ANCHORED.search(record.message):
+            found.update(i for i, m in enumerate(messages) if regex.search(m) is not None)
+            continue
+        position = 0
+        while position <= len(joined):
+            hit = regex.search(joined, position)
+            if hit is None:
+                break
+            index = bisect_right(starts, hit.start()) - 1
+            if regex.search(messages[index]) is not None:  # not a hit running on into the next
+                found.add(index)
+            position = starts[index + 1]
+    return [others[i] for i in sorted(found) if i < len(others)]
+
+
 def rival_problems(
-    docs: Sequence[EntryDocument], others: Sequence[SignatureRecord], matcher: ExampleMatcher
+    docs: Sequence[EntryDocument],
+    others: Sequence[SignatureRecord],
+    matcher: ExampleMatcher,
+    messages: Sequence[str] | None = None,
 ) -> list[Problem]:
     """The other side: collisions over the examples of `others` (entries not in `docs`) that a
-    signature of `docs` wins, each reported at that signature of `docs`."""
+    signature of `docs` wins, each reported at that signature of `docs`. `messages`: the
+    messages of `others`' examples, when the caller has them (`example_messages`)."""
     by_id = {doc.front.id: doc for doc in docs if doc.front is not None}
     if not by_id or not others:
         return []
-    # Only examples one of `docs` matches at all can be won by it: a small set finds them.
-    reachable = SignatureMatcher(signature_records(by_id.values()))
-    suspects = [r for r in others if reachable.match_exception_line(r.example)]
+    # Only examples one of `docs` matches at all can be won by it.
+    suspects = reached_examples(signature_records(by_id.values()), others, messages)
     problems = []
     for collision in find_collisions(suspects, matcher):
         victim, rival = collision.victim, collision.rival

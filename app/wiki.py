@@ -228,20 +228,28 @@ def check_draft(
                     "another id",
                 )
             )
-        known = storage.active_entry_ids(session) | {front.id}
+        known = storage.active_ids_among(session, front.related) | {front.id}
         problems += related_problems([doc], known)
         if doc.ok:
             own = signature_records([doc])
             matcher: ExampleMatcher
+            messages = None
             if shared is not None:
-                others = [r for r in shared.records if r.entry_id != front.id]
+                # Only the draft's own signatures and the examples they reach are looked at.
+                kept = [
+                    (r, m)
+                    for r, m in zip(shared.records, shared.example_messages(), strict=True)
+                    if r.entry_id != front.id
+                ]
+                others = [r for r, _ in kept]
+                messages = [m for _, m in kept]
                 matcher = _WithDraft(shared, front.id, SignatureMatcher(own))
             else:
                 others = _other_records(session, front.id)
                 matcher = SignatureMatcher(others + own)
             problems += collision_problems([doc], matcher)
             # A draft that wins another entry's example would make that entry uneditable.
-            problems += rival_problems([doc], others, matcher)
+            problems += rival_problems([doc], others, matcher, messages)
     return DraftCheck(doc=doc, problems=sorted(set(problems)), id_taken=id_taken)
 
 
@@ -297,10 +305,15 @@ def save_draft(
     source: str,
     entry_id: str | None = None,
     base_revision: int | None = None,
+    shared: SignatureMatcher | None = None,
 ) -> Saved:
     """Create (no `entry_id`) or update an entry; return it and the change ("unchanged" if the
     text is what it already is). An update from an older `base_revision` is merged with the
-    latest. Raises SaveRefused (MergeRefused), EditConflict or NotFound."""
+    latest. Raises SaveRefused (MergeRefused), EditConflict or NotFound.
+
+    `shared`: the process's matcher of the active entries, brought up to the feed's mark just
+    read: the draft is then checked against it (its own signatures, and the examples they
+    reach), and the save reads no other entry."""
     message = _clean_message(message)
     entry = None
     merge = None
@@ -311,7 +324,7 @@ def save_draft(
         if base_revision is not None and base_revision != entry.revision:
             markdown, merge = _merge_with_latest(session, entry, base_revision, markdown)
             message = f"{message} (merged with revision {merge.revision})"
-    report = check_draft(session, markdown, editing=entry_id)
+    report = check_draft(session, markdown, editing=entry_id, shared=shared)
     if report.errors and merge is not None:
         raise MergeRefused(merge, report.doc.markdown, report.problems)
     if report.errors:

@@ -199,7 +199,8 @@ def make_settings(tmp_path: Path, database_url: str):
     def _make(content: Path, **overrides) -> Settings:
         if database_url:
             overrides.setdefault("database_url", database_url)
-        return load_settings(data_dir=tmp_path / "data", content_dir=content, **overrides)
+        overrides.setdefault("data_dir", tmp_path / "data")
+        return load_settings(content_dir=content, **overrides)
 
     return _make
 
@@ -401,15 +402,20 @@ class Served:
 
 @contextmanager
 def running_servers(
-    folders: list[Path], *, settings: dict[str, str] | None = None, fresh: bool = True
+    folders: list[Path],
+    *,
+    settings: dict[str, str] | None = None,
+    fresh: bool = True,
+    ready_s: float = 90,
 ) -> Iterator[list[Served]]:
-    """`pitfalls serve` in each folder, all started at the same moment, then all awaited."""
+    """`pitfalls serve` in each folder, all started at the same moment, then all awaited
+    (`ready_s` each: a first start over many entries ingests them all first)."""
     servers = [Served(folder, settings, fresh) for folder in folders]
     try:
         for served in servers:
             served.start()
         for served in servers:
-            served.wait_ready()
+            served.wait_ready(ready_s)
         yield servers
     finally:
         for served in servers:
@@ -418,11 +424,15 @@ def running_servers(
 
 @contextmanager
 def running_server(
-    folder: Path, *, settings: dict[str, str] | None = None, fresh: bool = True
+    folder: Path,
+    *,
+    settings: dict[str, str] | None = None,
+    fresh: bool = True,
+    ready_s: float = 90,
 ) -> Iterator[tuple[str, Path]]:
     """`pitfalls serve` on a free port in `folder` (a clone with the repository's entries);
     `fresh=False` serves a folder another server already prepared (a second process)."""
-    with running_servers([folder], settings=settings, fresh=fresh) as (served,):
+    with running_servers([folder], settings=settings, fresh=fresh, ready_s=ready_s) as (served,):
         yield served.base, served.folder
 
 

@@ -21,6 +21,7 @@ few features that a calibrated model (`calibration`) turns into one confidence:
 Everything is pure Python over small dictionaries, built once per change of the content.
 """
 
+import bisect
 import hashlib
 import marshal
 import math
@@ -199,6 +200,10 @@ class _Doc:
     exception_types: frozenset[str]
 
 
+# What an emptied slot of an updated index holds until a new entry takes it (no posting names it).
+_GONE = _Doc("", {}, 0.0, [], frozenset())
+
+
 def _interned(words: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sys.intern(w) for w in words))
 
@@ -315,21 +320,102 @@ class LikelyIndex:
                 if found is None:
                     found = postings[term] = array("i")
                 found.append(index)
-        count = max(1, len(self._docs))
-        self._average = sum(d.length for d in self._docs) / count if self._docs else 1.0
-        self._idf = {
-            term: math.log(1 + (count - len(p) + 0.5) / (len(p) + 0.5))
-            for term, p in postings.items()
-        }
-        self._unknown_idf = math.log(1 + (count + 0.5) / 0.5)
         self._postings = postings
+        self._slot_of = {doc.entry_id: i for i, doc in enumerate(self._docs)}
+        self._key_of = {doc.entry_id: key for key, doc in self._doc_of.items()}
+        self._live = len(self._docs)
+        self._total_length = sum(d.length for d in self._docs)
+        self._set_counts()
+
+    def _set_counts(self) -> None:
+        """What follows from the number of entries and their lengths: computed from totals, so
+        an index brought up to date (`updated`) weighs exactly as one built afresh."""
+        count = max(1, self._live)
+        self._count = count
+        self._average = self._total_length / count if self._live else 1.0
+        self._unknown_idf = math.log(1 + (count + 0.5) / 0.5)
         self._common = max(8, int(count * _COMMON_SHARE))
 
+    def updated(self, changed: Iterable[str], entries: Iterable[EntryText]) -> "LikelyIndex":
+        """A new index with the entries `changed` (ids) replaced by `entries` (their texts now;
+        an id without one is gone): only those are read, and only their terms' postings are
+        copied. This index is left as it was (a request may still be using it).
+
+        Entries keep the order a fresh build gives when its entries come by id (the database's
+        order): a new one is placed among the others by its id, so ties rank the same."""
+        new = LikelyIndex.__new__(LikelyIndex)
+        new._docs = list(self._docs)
+        new._doc_of = dict(self._doc_of)
+        new._postings = dict(self._postings)
+        new._slot_of = dict(self._slot_of)
+        new._key_of = dict(self._key_of)
+        new._live = self._live
+        new._total_length = self._total_length
+        new.read_afresh = 0
+        texts = {e.entry_id: e for e in entries}
+        copied: set[str] = set()  # postings already copied for this update
+
+        def posting(term: str) -> array:
+            if term not in copied:
+                copied.add(term)
+                new._postings[term] = array("i", new._postings.get(term, ()))
+            return new._postings[term]
+
+        free: list[int] = []
+        for entry_id in dict.fromkeys([*changed, *texts]):
+            slot = new._slot_of.get(entry_id)
+            if slot is not None:
+                doc = new._docs[slot]
+                for term in doc.terms:
+                    found = posting(term)
+                    found.remove(slot)
+                    if not found:
+                        del new._postings[term]
+                        copied.discard(term)
+                new._total_length -= doc.length
+                new._live -= 1
+                new._doc_of.pop(new._key_of.pop(entry_id), None)
+            entry = texts.get(entry_id)
+            if entry is None:
+                if slot is not None:
+                    del new._slot_of[entry_id]
+                    free.append(slot)
+                continue
+            key = _entry_key(entry)
+            known = self._doc_of.get(key)
+            if known is None:
+                known = _read_entry(entry)
+                new.read_afresh += 1
+            doc = known
+            new._doc_of[key] = doc
+            new._key_of[entry_id] = key
+            if slot is None:
+                slot = free.pop() if free else len(new._docs)
+                if slot == len(new._docs):
+                    new._docs.append(doc)
+            new._docs[slot] = doc
+            new._slot_of[entry_id] = slot
+            new._live += 1
+            new._total_length += doc.length
+            docs = new._docs
+            for term in doc.terms:
+                found = posting(term)
+                # by entry id, as a fresh build over entries in id order holds them
+                found.insert(bisect.bisect(found, entry_id, key=lambda s: docs[s].entry_id), slot)
+        for slot in free:  # a slot left empty: no posting names it any more
+            new._docs[slot] = _GONE
+        new._set_counts()
+        return new
+
     def __len__(self) -> int:
-        return len(self._docs)
+        return self._live
 
     def idf(self, term: str) -> float:
-        return self._idf.get(term, self._unknown_idf)
+        found = self._postings.get(term)
+        if not found:
+            return self._unknown_idf
+        n = len(found)
+        return math.log(1 + (self._count - n + 0.5) / (n + 0.5))
 
     def candidates(
         self, query: Query, *, weak_hits: Iterable[str] = (), limit: int = CANDIDATES
@@ -347,7 +433,7 @@ class LikelyIndex:
             if not found or len(found) > self._common:
                 continue
             check_budget()
-            idf = self._idf[term] * share
+            idf = self.idf(term) * share
             for index in found:
                 doc = self._docs[index]
                 weight = doc.terms[term]

@@ -122,6 +122,7 @@ class PasteMatcher:
             entries, previous.likely if previous is not None else None, saved=saved
         )
         self.model = model if model is not None else load_model()
+        self.mark: object | None = None  # the change feed's mark it reflects (`MatcherCache`)
 
     @classmethod
     def build(
@@ -136,6 +137,23 @@ class PasteMatcher:
         entries is reused (signatures are also shared with any other live matcher). `saved`:
         entries read by an earlier process (`likely.read_saved_documents`)."""
         return cls(SignatureMatcher(records), entries, model, previous, saved)
+
+    def updated(
+        self,
+        changed: Iterable[str],
+        records: Iterable[SignatureRecord],
+        entries: Iterable[EntryText],
+    ) -> "PasteMatcher":
+        """A new matcher with the entries `changed` (ids) as `records` and `entries` say they
+        are now (an id in neither is gone): both tiers are brought up to date from these alone,
+        and it answers as one built afresh from every entry would. This one is left as it was."""
+        changed = list(changed)
+        new = PasteMatcher.__new__(PasteMatcher)
+        new.signatures = self.signatures.updated(changed, records)
+        new.likely = self.likely.updated(changed, entries)
+        new.model = self.model
+        new.mark = None
+        return new
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
         vetoed: set[str] = set()

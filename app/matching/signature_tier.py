@@ -10,10 +10,12 @@ Ranking prefers the final exception over earlier ones in a chain, an agreeing ex
 matching frame, and the more specific pattern; the result is a confidence in [0, 1].
 """
 
+import bisect
 import copy
 import re
 import threading
 import weakref
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +93,10 @@ class PitfallMatch:
         return self.searched_text[start:end]
 
 
+def _entry_of(record: SignatureRecord) -> str:
+    return record.entry_id
+
+
 class _Chunk:
     """One compiled RE2 set. `records` are its patterns' signatures in set order; `indices` map
     them to a matcher's positions (-1: no longer in that matcher, a dead slot left in the set)."""
@@ -102,6 +108,7 @@ class _Chunk:
         self.max_mem = max_mem
         self.records = tuple(records)
         self.indices: list[int] = []
+        self.tail = False  # compiled by `SignatureMatcher.updated`, under half full
         self.set = re2.Set.SearchSet(options)
         self.set.Add(_SENTINEL)
         for record in self.records:
@@ -140,6 +147,9 @@ _donors_lock = threading.Lock()
 # A reused set keeps the patterns of signatures that are gone as dead slots; below this share
 # of live ones it is compiled afresh.
 MIN_LIVE_SHARE = 0.5
+# How many sets under half full (`SignatureMatcher.updated`'s) a matcher keeps before they are
+# compiled together.
+MAX_TAILS = 4
 
 
 class SignatureMatcher:
@@ -220,11 +230,124 @@ class SignatureMatcher:
                     "the signature set did not compile within its memory budget"
                 ) from exc
             self._chunks.append(chunk.placed(position))
+        self._chunk_size, self._set_memory = chunk_size, set_memory
+        self._messages: list[str] | None = None  # `example_messages`, once asked for
         self.fallbacks = 0  # how often a set failed at match time and patterns ran one by one
         self._caseless: dict[int, object] = {}  # index -> the pattern with case ignored
         self._by_entry: dict[str, list[int]] | None = None
         with _donors_lock:
             _donors.add(self)
+
+    def updated(
+        self, changed: Iterable[str], records: Iterable[SignatureRecord]
+    ) -> "SignatureMatcher":
+        """A new matcher with the signatures of the entries `changed` (ids) replaced by `records`
+        (theirs now; an entry with none is gone), matching exactly as one built afresh from the
+        whole list in entry and position order (the database's). Only the new signatures are
+        compiled, into a small set or with the live ones of the small sets before (a tenth of
+        a set at most); once `MAX_TAILS` sets under half full have piled up they are compiled
+        together, and a set left with fewer than half its patterns live is compiled again.
+        Every other set is shared. This matcher is left as it was (a request may be using it).
+        """
+        if not isinstance(self._regexes, list):
+            raise ValueError("a matcher of checked records compiles lazily: build one afresh")
+        changed = set(changed)
+        records = list(records)
+        changed.update(r.entry_id for r in records)
+        fresh = [r for r in records if r.entry_id in changed]
+        compiled_new: dict[SignatureRecord, tuple] = {}
+        for record in fresh:
+            known = self._compiled.get(record)  # an entry saved with this signature unchanged
+            if known is not None:
+                compiled_new[record] = known
+                continue
+            try:
+                compiled_new[record] = (
+                    compile_pattern(record.message),
+                    compile_pattern(record.frame) if record.frame else None,
+                    compile_pattern(record.context) if record.context else None,
+                    literal_length(record.message),
+                )
+            except PatternError:
+                continue
+        fresh = [r for r in fresh if r in compiled_new]
+        by_entry: dict[str, list[SignatureRecord]] = {}
+        for record in fresh:
+            by_entry.setdefault(record.entry_id, []).append(record)
+        new = SignatureMatcher.__new__(SignatureMatcher)
+        new._compiled = dict(self._compiled)
+        new._records = list(self._records)
+        new._regexes = list(self._regexes)
+        new._frames = list(self._frames)
+        new._contexts = list(self._contexts)
+        new._specificity = list(self._specificity)
+        messages = list(self._messages) if self._messages is not None else None
+        # old position -> new position (-1: gone), made of whole runs at C speed
+        remap = array("i")
+        done = 0  # old positions mapped so far
+        shift = 0
+        for entry_id in sorted(changed):
+            start = bisect.bisect_left(new._records, entry_id, key=_entry_of)
+            end = bisect.bisect_right(new._records, entry_id, key=_entry_of)
+            old_start = start - shift
+            remap.extend(range(done + shift, old_start + shift))
+            remap.extend([-1] * (end - start))
+            done = old_start + (end - start)
+            for record in new._records[start:end]:
+                new._compiled.pop(record, None)
+            added = by_entry.get(entry_id, [])
+            parts = [compiled_new[r] for r in added]
+            new._records[start:end] = added
+            new._regexes[start:end] = [c[0] for c in parts]
+            new._frames[start:end] = [c[1] for c in parts]
+            new._contexts[start:end] = [c[2] for c in parts]
+            new._specificity[start:end] = [c[3] for c in parts]
+            if messages is not None:
+                messages[start:end] = [split_exception_line(r.example).message for r in added]
+            shift += len(added) - (end - start)
+        remap.extend(range(done + shift, len(self._records) + shift))
+        new._compiled.update(compiled_new)
+        # Every set kept is placed at the new positions; the new signatures (and the live ones
+        # of a set mostly dead, or of the small sets they join) are compiled together.
+        small = max(1, self._chunk_size // 10)
+        position: dict[SignatureRecord, int] = {}  # of the signatures to compile
+        for entry_id, added in by_entry.items():
+            start = bisect.bisect_left(new._records, entry_id, key=_entry_of)
+            position.update((record, start + k) for k, record in enumerate(added))
+        new._chunks = []
+        # Sets under half full are joined once there are a few of them: a save costs one small
+        # compile, and now and then one of at most two sets' size, however many saves there were.
+        join_tails = sum(1 for c in self._chunks if c.tail) >= MAX_TAILS
+        for chunk in self._chunks:
+            indices = [remap[i] if i >= 0 else -1 for i in chunk.indices]
+            live = sum(1 for i in indices if i >= 0)
+            if live < MIN_LIVE_SHARE * len(chunk.records) or (
+                chunk.tail and (join_tails or live + len(position) <= small)
+            ):
+                position.update((new._records[i], i) for i in indices if i >= 0)
+                continue
+            placed = copy.copy(chunk)
+            placed.indices = indices
+            new._chunks.append(placed)
+        if position:
+            recompile = sorted(position, key=position.__getitem__)
+            for start in range(0, len(recompile), self._chunk_size):
+                try:
+                    chunk = _Chunk(recompile[start : start + self._chunk_size], self._set_memory)
+                except re2.error as exc:
+                    raise RuntimeError(
+                        "the signature set did not compile within its memory budget"
+                    ) from exc
+                chunk.tail = len(chunk.records) < self._chunk_size // 2
+                new._chunks.append(chunk.placed(position))
+        new._chunk_size, new._set_memory = self._chunk_size, self._set_memory
+        new._messages = messages
+        new.fallbacks = 0
+        new._caseless = {}
+        new._by_entry = None
+        with _donors_lock:
+            _donors.add(new)
+        return new
 
     def _init_checked(
         self,
@@ -251,9 +374,19 @@ class SignatureMatcher:
                     "the signature set did not compile within its memory budget"
                 ) from exc
             self._chunks.append(chunk.placed(position))
+        self._chunk_size, self._set_memory = chunk_size, set_memory
+        self._messages = None
         self.fallbacks = 0
         self._caseless = {}
         self._by_entry = None
+
+    def example_messages(self) -> list[str]:
+        """The message of each record's example (after `Type: `), in `records` order: what the
+        check of a draft searches for the examples its signatures reach. Worked out once per
+        matcher, and carried over (changed entries only) by `updated`."""
+        if self._messages is None:
+            self._messages = [split_exception_line(r.example).message for r in self._records]
+        return self._messages
 
     @property
     def specificities(self) -> list[int]:

@@ -117,15 +117,43 @@ def apply_changes(generation: Path, entry_ids: list[str], documents: dict[str, d
     return True
 
 
+# The largest segment is merged with the others only once this share of its documents are
+# deleted (edited or gone): until then a merge rewrites only what edits wrote since.
+FULL_MERGE_DELETED_SHARE = 0.2
+
+
+def _merge_all_but_the_largest(writer, segments):
+    """Whoosh's merge policy hook: the small segments (what edits added) are merged into one,
+    and the largest is kept as it is, so a merge after an edit costs what the edits wrote
+    rather than the whole index, and holds the writer (which the next edit waits for) only
+    that long. The largest joins in once many of its documents are dead."""
+    from whoosh.reading import SegmentReader
+
+    ordered = sorted(segments, key=lambda s: s.doc_count_all())
+    largest = ordered[-1] if ordered else None
+    merged = ordered[:-1]
+    if largest is not None and largest.deleted_count() > (
+        FULL_MERGE_DELETED_SHARE * largest.doc_count_all()
+    ):
+        merged, largest = ordered, None
+    if len(merged) < 2 and largest is not None:
+        return segments
+    for segment in merged:
+        reader = SegmentReader(writer.storage, writer.schema, segment)
+        writer.add_reader(reader)
+        reader.close()
+    return [largest] if largest is not None else []
+
+
 def merge_segments(generation: Path) -> bool:
-    """Merge every segment into one (dropping deleted documents); False when the index is
-    being written right now (the next update merges instead)."""
+    """Merge the segments edits added into one (and the largest too, once it is mostly
+    replaced); False when the index is being written right now (the next update merges)."""
     opened = _writer_now(generation)
     if opened is None:
         return False
     ix, writer = opened
     try:
-        writer.commit(optimize=True)
+        writer.commit(mergetype=_merge_all_but_the_largest)
     finally:
         ix.close()
     return True

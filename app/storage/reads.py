@@ -2,7 +2,7 @@
 what the matcher and the likely tier read of the active entries."""
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, func
@@ -10,7 +10,7 @@ from sqlmodel import Session, col, select
 
 from app.matching import SignatureRecord
 from app.matching.likely import EntryText
-from app.models import Entry, Revision, Signature, Snippet, Verification
+from app.models import Change, Entry, Revision, Signature, Snippet, Verification
 from app.rendering import markdown_section
 
 
@@ -39,6 +39,15 @@ class FileState(NamedTuple):
 
 def active_entry_ids(session: Session) -> set[str]:
     query = select(Entry.id).where(col(Entry.archived).is_(False))
+    return set(session.exec(query).all())
+
+
+def active_ids_among(session: Session, entry_ids: Iterable[str]) -> set[str]:
+    """Which of these ids name an active entry (one query by the key, whatever the base's size)."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return set()
+    query = select(Entry.id).where(col(Entry.archived).is_(False), col(Entry.id).in_(ids))
     return set(session.exec(query).all())
 
 
@@ -195,6 +204,61 @@ def active_entry_texts(session: Session) -> list[EntryText]:
         EntryText.of(e, markdown_section(e.body_markdown, "What you see"), signatures.get(e.id, ()))
         for e in session.exec(query)
     ]
+
+
+def signature_records_of(session: Session, entry_ids: Iterable[str]) -> list[SignatureRecord]:
+    """`active_signature_records` of these entries only (none for an archived or gone one)."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return []
+    query = (
+        select(Signature)
+        .join(Entry, col(Entry.id) == col(Signature.entry_id))
+        .where(col(Entry.archived).is_(False), col(Signature.entry_id).in_(ids))
+        .order_by(col(Signature.entry_id), col(Signature.position))
+    )
+    return [
+        SignatureRecord(
+            entry_id=s.entry_id,
+            position=s.position,
+            message=s.message,
+            example=s.example,
+            exception=s.exception,
+            frame=s.frame,
+            context=s.context,
+        )
+        for s in session.exec(query)
+    ]
+
+
+def entry_texts_of(
+    session: Session, entry_ids: Iterable[str], records: Sequence[SignatureRecord]
+) -> list[EntryText]:
+    """`active_entry_texts` of these entries only; `records`: their signatures
+    (`signature_records_of`)."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return []
+    signatures: dict[str, list[SignatureRecord]] = {}
+    for r in records:
+        signatures.setdefault(r.entry_id, []).append(r)
+    query = (
+        select(Entry)
+        .where(col(Entry.archived).is_(False), col(Entry.id).in_(ids))
+        .order_by(col(Entry.id))
+    )
+    return [
+        EntryText.of(e, markdown_section(e.body_markdown, "What you see"), signatures.get(e.id, ()))
+        for e in session.exec(query)
+    ]
+
+
+def changed_entry_ids(session: Session, *, after_seq: int, upto_seq: int) -> tuple[list[str], int]:
+    """The entries named by the feed's changes numbered after `after_seq` up to `upto_seq`,
+    and how many changes those were."""
+    query = select(Change.entry_id).where(col(Change.seq) > after_seq, col(Change.seq) <= upto_seq)
+    rows = session.exec(query).all()
+    return sorted(set(rows)), len(rows)
 
 
 def list_revisions(session: Session, *, entry_id: str) -> Sequence[Revision]:

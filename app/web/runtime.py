@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # for the type checker only: every web module imports this on
     from authlib.integrations.starlette_client import StarletteOAuth2App
     from fastapi.templating import Jinja2Templates
     from sqlalchemy import Engine
+    from sqlmodel import Session
 
     from app.answers import MatcherCache
     from app.change_feed import FeedFollower
+    from app.matching import SignatureMatcher
     from app.outcomes import ReportRules
     from app.search import SearchService
     from app.settings import Settings
@@ -54,6 +56,14 @@ class Runtime:
         """After this process wrote: the next search and paste read the feed again."""
         self.search.expire()
         self.matchers.expire()
+
+    def signatures_for_save(self, session: Session) -> SignatureMatcher:
+        """The process's compiled signatures, brought up to the feed's mark as `session` reads
+        it (from what changed since, without reading the other entries): what a save checks a
+        draft against."""
+        from app import storage
+
+        return self.matchers.current(at_least=storage.feed_mark(session)).signatures
 
     def refresh(self) -> None:
         """Catch up with the change feed: the index applies what changed, the matcher is

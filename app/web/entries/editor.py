@@ -256,8 +256,16 @@ async def create_entry(request: Request, session: SessionDep, principal: Editor)
     form = await form_fields(request)
     markdown, message = form.get("markdown", ""), form.get("message", "")
     try:
-        saved = await runtime_of(request).writes.run(
-            save_draft, session, markdown=markdown, message=message, actor=principal, source="web"
+        runtime = runtime_of(request)
+        saved = await runtime.writes.run(
+            lambda: save_draft(
+                session,
+                markdown=markdown,
+                message=message,
+                actor=principal,
+                source="web",
+                shared=runtime.signatures_for_save(session),
+            )
         )
     except SaveRefused as exc:
         return await run_in_threadpool(
@@ -293,15 +301,18 @@ async def save_entry(entry_id: str, request: Request, session: SessionDep, princ
         "paste": form.get("paste", ""),
     }
     try:
-        saved = await runtime_of(request).writes.run(
-            save_draft,
-            session,
-            markdown=markdown,
-            message=message,
-            actor=principal,
-            source="web",
-            entry_id=entry_id,
-            base_revision=base,
+        runtime = runtime_of(request)
+        saved = await runtime.writes.run(
+            lambda: save_draft(
+                session,
+                markdown=markdown,
+                message=message,
+                actor=principal,
+                source="web",
+                entry_id=entry_id,
+                base_revision=base,
+                shared=runtime.signatures_for_save(session),
+            )
         )
     except SaveRefused as exc:
         if isinstance(exc, MergeRefused):

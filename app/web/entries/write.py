@@ -131,9 +131,16 @@ async def create_entry(
 ) -> EntryDetails:
     body = await read_json(request, EntryWrite)
 
+    runtime = runtime_of(request)
+
     def write() -> EntryDetails:
         saved = save_draft(
-            session, markdown=body.markdown, message=body.message, actor=principal, source="api"
+            session,
+            markdown=body.markdown,
+            message=body.message,
+            actor=principal,
+            source="api",
+            shared=runtime.signatures_for_save(session),
         )
         return entry_details_out(session, response, saved.entry.id)
 
@@ -190,6 +197,8 @@ async def update_entry(
     base = condition.base(entry_id, current)
     body = await read_json(request, EntryWrite)
 
+    runtime = runtime_of(request)
+
     def write() -> EntryUpdated:
         saved = save_draft(
             session,
@@ -199,6 +208,7 @@ async def update_entry(
             source="api",
             entry_id=entry_id,
             base_revision=base,
+            shared=runtime.signatures_for_save(session),
         )
         details = entry_details_out(session, response, entry_id)
         return EntryUpdated(**details.model_dump(), merged=saved.merged)
