@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.matching.calibration import Model, load_model
+from app.matching.fragments import FragmentIndex
 from app.matching.likely import (
     CANDIDATES,
     Candidate,
@@ -122,6 +123,7 @@ class PasteMatcher:
             entries, previous.likely if previous is not None else None, saved=saved
         )
         self.model = model if model is not None else load_model()
+        self._fragments: FragmentIndex | None = None  # built on the first query that needs it
 
     @classmethod
     def build(
@@ -136,6 +138,21 @@ class PasteMatcher:
         entries is reused (signatures are also shared with any other live matcher). `saved`:
         entries read by an earlier process (`likely.read_saved_documents`)."""
         return cls(SignatureMatcher(records), entries, model, previous, saved)
+
+    def match_fragments(self, text: str) -> PasteMatches:
+        """Part of an error message inside a sentence (a search query with no exception line):
+        the entries whose example holds the longest run of the query's words, as signature
+        matches found in "fragment". A signature with a frame or context condition counts only
+        when the text meets it."""
+        if self._fragments is None:
+            self._fragments = FragmentIndex(self.signatures.records)
+        found = [
+            m
+            for m in self._fragments.matches(text)
+            if not m.hit.signature.frame and self.signatures.context_matches(m.hit.index, text)
+        ]
+        matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in found]
+        return PasteMatches(matches, [], None)
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
         vetoed: set[str] = set()
