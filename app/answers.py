@@ -228,16 +228,22 @@ def search_answer(
         first.append(by_id.get(match.id) or _hit_of(match, list(entry.tags)))
     if not first:
         return result, answer
+    # Matches that fit alike (a message several entries print) in the order the words found
+    # them: the rest of the query says more about which one it is than a tie does.
+    confidence = {m.id: m.confidence for m in answer.matches}
+    best = confidence[first[0].id]
+    rank = {hit.id: i for i, hit in enumerate(result.hits)}
+    tied = sorted(
+        (hit for hit in first if confidence[hit.id] >= best - MATCH_TIE),
+        key=lambda hit: rank.get(hit.id, len(rank)),
+    )
+    first = tied + [hit for hit in first if hit not in tied]
     moved = {hit.id for hit in first}
-    added = sum(1 for hit in first if hit.id not in {h.id for h in result.hits})
+    added = sum(1 for hit in first if hit.id not in rank)
     result.hits = (first + [h for h in result.hits if h.id not in moved])[: result.limit]
     result.loose_total -= sum(1 for hit in result.loose if hit.id in moved)
     result.loose = [h for h in result.loose if h.id not in moved]
     result.total += added
-    best = answer.matches[0].confidence
-    tied = [
-        h for h, m in zip(first, answer.matches, strict=False) if m.confidence >= best - MATCH_TIE
-    ]
     result.ambiguous = among(tied[:MAX_GROUP]) if len(tied) > 1 else None
     return result, answer
 

@@ -21,16 +21,23 @@ from dataclasses import dataclass
 from app.matching.signature_tier import PitfallMatch, SignatureHit, SignatureRecord
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
-# Words that are no evidence alone: a run must hold MIN_CONTENT_WORDS words outside this list.
+# Words that are no evidence alone (every paste says torch): a run needs others as well.
 _COMMON = frozenset(
     """
     a an and are as at be but by can do does error errors for from get got has have how i if
     in is it its me my no not of on or so than that the then there this to was were what
-    when which while why with you your
+    torch pytorch when which while why with you your
     """.split()  # noqa: SIM905 (a list of words reads better as words)
 )
-MIN_RUN_WORDS = 4  # "device side assert triggered"
-MIN_CONTENT_WORDS = 3
+# A run of MIN_RUN_WORDS words, MIN_CONTENT_WORDS of them not common ("missing key s in
+# state_dict"), or a shorter run that is most of a short message ("device side assert
+# triggered"): a few words of a long message ("torch.cuda.is_available() is false") are what
+# many errors and questions share.
+MIN_RUN_WORDS = 5
+MIN_CONTENT_WORDS = 4
+MIN_SHORT_RUN_WORDS = 4
+MIN_SHORT_RUN_SHARE = 0.6
+MIN_SHORT_CONTENT_WORDS = 3
 MIN_RUN_CHARS = 18
 CANDIDATE_EXAMPLES = 24  # examples sharing the most trigrams with the query, read in full
 MAX_QUERY_WORDS = 64
@@ -41,8 +48,13 @@ class FragmentHit:
     record: SignatureRecord
     position: int  # the record's index among the matcher's records
     words: int  # how many of the example's words, in order, the query holds
+    shared: int  # word trigrams of the example the query holds, anywhere: the tie-break
     span: tuple[int, int]  # of that run in the query
     share: float  # of the example's words
+
+
+def _rank(hit: FragmentHit) -> tuple[int, int, float]:
+    return (-hit.words, -hit.shared, -hit.share)
 
 
 def _words(text: str) -> list[tuple[str, int, int]]:
@@ -94,30 +106,36 @@ class FragmentIndex:
             example = self._examples[index]
             length, end = _longest_run(query, example)
             run = query[end - length : end]
-            if length < MIN_RUN_WORDS or sum(w not in _COMMON for w in run) < MIN_CONTENT_WORDS:
+            share = length / max(1, len(example))
+            content = sum(w not in _COMMON for w in run)
+            long_enough = (length >= MIN_RUN_WORDS and content >= MIN_CONTENT_WORDS) or (
+                length >= MIN_SHORT_RUN_WORDS
+                and share >= MIN_SHORT_RUN_SHARE
+                and content >= MIN_SHORT_CONTENT_WORDS
+            )
+            if not long_enough:
                 continue
             span = (found[end - length][1], found[end - 1][2])
             if span[1] - span[0] < MIN_RUN_CHARS:
                 continue
             record = self.records[index]
-            hit = FragmentHit(record, index, length, span, length / max(1, len(example)))
+            hit = FragmentHit(record, index, length, shared[index], span, share)
             current = best.get(record.entry_id)
-            if current is None or (hit.words, hit.share) > (current.words, current.share):
+            if current is None or _rank(hit) < _rank(current):
                 best[record.entry_id] = hit
-        return sorted(best.values(), key=lambda h: (-h.words, -h.share, h.record.entry_id))
+        return sorted(best.values(), key=lambda h: (*_rank(h), h.record.entry_id))
 
     def matches(self, text: str) -> list[PitfallMatch]:
         """`find` as the signature tier's matches (`matched_in` "fragment"), so an answer shows
         them as it shows any signature match: the example, and the words of the query it
-        holds. Only the runs as long as the longest one found: a shorter run is the shared part
-        of a longer message."""
+        holds. Only the hits as good as the best one (as long a run, as many trigrams): a shorter
+        run is the part of a longer message that other errors share."""
         hits = self.find(text)
         if not hits:
             return []
-        longest = hits[0].words
         matches = []
         for hit in hits:
-            if hit.words < longest:
+            if _rank(hit)[:2] != _rank(hits[0])[:2]:
                 break
             confidence = round(min(0.9, 0.55 + 0.25 * hit.share + 0.02 * hit.words), 3)
             signature_hit = SignatureHit(hit.record, hit.position, hit.span)

@@ -33,8 +33,10 @@ CHINESE = sorted(
     key=len,
     reverse=True,
 )
+# An intent word, with the "to" that follows it ("how to", "way to"): "to" is not a stop word
+# in every field (ids hold it: `float-to-long-cast`).
 _ENGLISH_WORD = re.compile(
-    r"(?<![\w:*\-])(?P<word>[A-Za-z]+)(?:['’][A-Za-z]+)?(?![\w:*'’\-])", re.UNICODE
+    r"(?<![\w:*\-])(?P<word>[A-Za-z]+)(?:['’][A-Za-z]+)?(?:\s+to)?(?![\w:*'’\-])"
 )
 _CHINESE = re.compile("|".join(map(re.escape, CHINESE)))
 _QUOTED = re.compile(r"\"[^\"]*\"?|“[^”]*”?")
