@@ -105,7 +105,10 @@ def test_an_error_inside_a_sentence_puts_its_entry_first(client, query, entry):
     assert body["hits"][0]["id"] == entry
     page = client.get("/search", params={"q": query}).text
     assert "Read as an error" in page
-    first = re.search(r'<ol class="hits">\s*<li>\s*<a class="title" href="/entries/([^"?]+)', page)
+    results = page.split('<p class="summary">', 1)[1]  # after the "Read as an error" block
+    first = re.search(
+        r'<ol class="hits">\s*<li>\s*<a class="title" href="/entries/([^"?]+)', results
+    )
     assert first and first.group(1) == entry
 
 
