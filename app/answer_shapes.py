@@ -78,7 +78,7 @@ class WhyOut(BaseModel):
     signature: str
     example: str
     exception: str | None  # the signature's exception type
-    matched_in: str  # final | worker | cause | context | earlier | warning | text
+    matched_in: str  # final | worker | cause | context | earlier | warning | text | fragment
     subject: str  # the exception or warning line that matched
     span: tuple[int, int]  # of matched_text within the searched message
     matched_text: str

@@ -6,6 +6,7 @@
 
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -26,6 +27,9 @@ from app.outcomes import stats as outcome_stats
 from app.rendering import markdown_section, render_body
 from app.tracebacks import ParsedPaste, parse_traceback
 
+if TYPE_CHECKING:  # app.search loads the index's engines: the CLI's `match` needs none of it
+    from app.search.results import SearchHit, SearchResult
+
 # Kept importable from here: the shapes and helpers that lived in this module.
 _parsed_out = parsed_out
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "answer_query",
     "entry_parts",
     "foreign_library",
+    "search_answer",
     "search_with_matches",
 ]
 
@@ -229,23 +234,104 @@ def answer_paste(
 
 
 def answer_query(text: str, *, engine: Engine, matcher: PasteMatcher) -> Answer | None:
-    """The answer to a search query that reads as error text (an exception or a warning
-    line), or None for words: the search box and the search API put these matches first."""
+    """The answer to a search query that holds error text, or None for words: the search box
+    and the search API put these matches first. Error text is an exception or a warning line
+    (`RuntimeError: CUDA error: …`, also inside a sentence), or, where that finds nothing, a
+    long enough run of an entry's error message among other words, Chinese ones too
+    (`Expected all tensors to be on the same device 怎么解决`: `match_fragments`)."""
     if not text.strip():
         return None
     parsed = parse_traceback(text)
-    if not (parsed.exceptions or parsed.warnings):
-        return None
-    return answer_paste(text, engine=engine, matcher=matcher, parsed=parsed)
+    answer = None
+    if parsed.exceptions or parsed.warnings:
+        answer = answer_paste(text, engine=engine, matcher=matcher, parsed=parsed)
+        if answer.matches:
+            return answer
+    with MATCH_SECONDS.time():
+        fragments = matcher.match_fragments(text)
+    if not fragments.matches:
+        return answer
+    with Session(engine) as session:
+        return assemble_answer(text, parsed, fragments, _SessionReads(session))
+
+
+MATCH_TIE = 0.06  # matches this close in confidence fit the error alike: shown as ambiguous
+
+
+def search_answer(
+    service, query: str, *, engine: Engine, matcher: PasteMatcher, **options
+) -> "tuple[SearchResult, Answer | None]":
+    """A search, and the answer to the error text in it: the search page's, the search API's
+    and the MCP tool's one function. On the first page the matched entries come first among
+    the hits, best match first (entries that break a `kind` or `tag` filter excepted); when
+    two or three matches fit alike, they are the result's `ambiguous` group, and when one
+    match stands out, the query is not ambiguous whatever the scores say."""
+    from app.search.ambiguity import MAX_GROUP, among
+    from app.search.query import typed_filters
+
+    result = service.search(query, **options)
+    if options.get("page", 1) != 1:
+        return result, None
+    answer = answer_query(query, engine=engine, matcher=matcher)
+    if answer is None or not answer.matches:
+        return result, answer
+    kind, tag = options.get("kind"), options.get("tag")
+    with Session(engine) as session:
+        entries = storage.get_entries(session, entry_ids=[m.id for m in answer.matches])
+    by_id = {hit.id: hit for hit in [*result.hits, *result.loose]}
+    first: list[SearchHit] = []
+    for match in answer.matches:
+        entry = entries.get(match.id)
+        if entry is None or (kind and entry.kind != kind) or (tag and tag not in entry.tags):
+            continue
+        if typed_filters(query) and match.id not in by_id:
+            continue  # a field part is a filter: only what the search itself found
+        first.append(by_id.get(match.id) or _hit_of(match, list(entry.tags)))
+    if not first:
+        return result, answer
+    # Matches that fit alike (a message several entries print) in the order the words found
+    # them: the rest of the query says more about which one it is than a tie does.
+    confidence = {m.id: m.confidence for m in answer.matches}
+    best = confidence[first[0].id]
+    rank = {hit.id: i for i, hit in enumerate(result.hits)}
+    tied = sorted(
+        (hit for hit in first if confidence[hit.id] >= best - MATCH_TIE),
+        key=lambda hit: rank.get(hit.id, len(rank)),
+    )
+    first = tied + [hit for hit in first if hit not in tied]
+    moved = {hit.id for hit in first}
+    added = sum(1 for hit in first if hit.id not in rank)
+    result.hits = (first + [h for h in result.hits if h.id not in moved])[: result.limit]
+    result.loose_total -= sum(1 for hit in result.loose if hit.id in moved)
+    result.loose = [h for h in result.loose if h.id not in moved]
+    result.total += added
+    result.ambiguous = among(tied[:MAX_GROUP]) if len(tied) > 1 else None
+    return result, answer
+
+
+def _hit_of(match, tags: list[str]) -> "SearchHit":
+    """A matched entry that the words of the query did not find, as a hit."""
+    from app.search.results import SearchHit
+
+    return SearchHit(
+        id=match.id,
+        title=match.title,
+        summary=match.summary,
+        kind=match.kind,
+        tags=tags,
+        score=0.0,
+        highlights="",
+    )
 
 
 def search_with_matches(
     service, query: str, *, engine: Engine, matcher: PasteMatcher, **options
 ) -> dict:
     """A search's JSON (`SearchResult.to_dict`) with `matches`: the known and likely entries of
-    error text in the query, best first (empty for plain words). Shared by the search API and
-    the MCP tool, so an agent gets what a reader's page shows first."""
-    result = service.search(query, **options).to_dict()
-    answer = answer_query(query, engine=engine, matcher=matcher)
-    result["matches"] = [m.model_dump(mode="json") for m in answer.matches] if answer else []
-    return result
+    error text in the query, best first (empty for plain words), which also lead its hits
+    (`search_answer`). Shared by the search API and the MCP tool, so an agent gets what a
+    reader's page shows first."""
+    result, answer = search_answer(service, query, engine=engine, matcher=matcher, **options)
+    body = result.to_dict()
+    body["matches"] = [m.model_dump(mode="json") for m in answer.matches] if answer else []
+    return body

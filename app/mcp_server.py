@@ -124,6 +124,11 @@ class SearchAnswer(BaseModel):
     filter_note: str | None = Field(
         None, description="When the query's filters left nothing: which one, as a sentence."
     )
+    ambiguous: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="When two or three entries fit the query about equally: each one's id, "
+        "with the words of its title and summary that the others' do not hold.",
+    )
 
 
 class PitfallEntry(EntryDetails):
@@ -271,6 +276,9 @@ def build_server(
             relaxed=bool(found.get("relaxed")),
             loose_total=int(found.get("loose_total") or 0),
             filter_note=(found.get("filter_note") or {}).get("message"),
+            ambiguous={
+                e["id"]: e["words"] for e in (found.get("ambiguous") or {}).get("entries", [])
+            },
         )
         titles = {m.id: m.title for m in out.matches}
         titles.update((h.id, h.title) for h in hits if h.id not in titles)

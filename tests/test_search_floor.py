@@ -60,8 +60,10 @@ def search(client):
 def test_an_everyday_query_returns_a_handful(search, query):
     result = search.search(query)
     assert 1 <= result.total <= 15, (query, result.total)
-    assert result.loose_total > 0 and len(result.loose) <= 10
-    assert result.total + result.loose_total > 100  # the rest share a common word only
+    assert len(result.loose) <= 10
+    if not query.startswith("how to"):  # "how to" is intent, no word to share (test_search_intent)
+        assert result.loose_total > 0
+        assert result.total + result.loose_total > 100  # the rest share a common word only
     if EVERYDAY[query]:
         assert result.hits[0].id == EVERYDAY[query]
     shown = {h.id for h in result.hits}

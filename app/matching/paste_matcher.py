@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.matching.calibration import Model, load_model
+from app.matching.fragments import FragmentIndex
 from app.matching.likely import (
     CANDIDATES,
     Candidate,
@@ -123,6 +124,7 @@ class PasteMatcher:
         )
         self.model = model if model is not None else load_model()
         self.mark: object | None = None  # the change feed's mark it reflects (`MatcherCache`)
+        self._fragments: FragmentIndex | None = None  # built on the first query that needs it
 
     @classmethod
     def build(
@@ -153,7 +155,23 @@ class PasteMatcher:
         new.likely = self.likely.updated(changed, entries)
         new.model = self.model
         new.mark = None
+        new._fragments = None  # built again from the new signatures when a query needs it
         return new
+
+    def match_fragments(self, text: str) -> PasteMatches:
+        """Part of an error message inside a sentence (a search query with no exception line):
+        the entries whose example holds the longest run of the query's words, as signature
+        matches found in "fragment". A signature with a frame or context condition counts only
+        when the text meets it."""
+        if self._fragments is None:
+            self._fragments = FragmentIndex(self.signatures.records)
+        found = [
+            m
+            for m in self._fragments.matches(text)
+            if not m.hit.signature.frame and self.signatures.context_matches(m.hit.index, text)
+        ]
+        matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in found]
+        return PasteMatches(matches, [], None)
 
     def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
         vetoed: set[str] = set()

@@ -82,7 +82,7 @@ class PitfallMatch:
     entry_id: str
     confidence: float
     hit: SignatureHit
-    matched_in: str  # final | cause | context | worker | earlier | warning | text
+    matched_in: str  # final | cause | context | worker | earlier | warning | text | fragment
     exception_index: int | None  # index in ParsedPaste.exceptions, None for warnings and text
     subject: str  # the exception or warning line, or the text line, that was matched
     searched_text: str  # the text the span refers to

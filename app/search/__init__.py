@@ -30,6 +30,7 @@ from whoosh.query import And, AndNot, Every, Query, Term
 from app.budget import Budget, BudgetExceeded, check_budget, current_budget, in_force
 from app.errors import PitfallsError
 from app.feed_mark import FeedMark
+from app.search.ambiguity import ambiguity_of
 from app.search.engine import Collected, EngineIndex, EngineReader
 from app.search.highlight import best_sentence
 from app.search.index import (
@@ -40,6 +41,7 @@ from app.search.index import (
     rebuild_index,
     update_index,
 )
+from app.search.intent import without_intent
 from app.search.query import ReadQuery, has_cjk, read_query, typed_filters
 from app.search.results import FilterDropped, FilterNote, SearchHit, SearchResult
 
@@ -360,7 +362,8 @@ class SearchService:
         explain: bool = True,
     ) -> SearchResult:
         filters = self._param_filters(kind, tag)
-        read = read_query(text)
+        # "how to", "why", "怎么办": what the reader asks, not what an entry must hold.
+        read = read_query(without_intent(text))
         texts = read.text_parts()
         # A long query is rarely all in one entry: any of its words may match, and entries
         # with more of its rarer words come first (`_rank_by_coverage`). Field parts stay
@@ -396,6 +399,8 @@ class SearchService:
             shown, loose, total = self._floor(ranked, coverage, collected.total, floor)
         result = SearchResult(query=text, total=total, page=page, limit=limit, hits=[])
         result.hits = self._page(reader, shown, query, page, limit, highlights)
+        if page == 1:
+            result.ambiguous = ambiguity_of(result.hits, any(has_cjk(p.text) for p in texts))
         result.loose_total = collected.total - total
         result.loose = self._page(reader, loose, query, 1, LOOSE_SHOWN, False)
         if facets:

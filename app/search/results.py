@@ -40,6 +40,31 @@ class FilterNote:
         return {"message": self.message, "without": [vars(w) for w in self.without]}
 
 
+@dataclass(frozen=True)
+class TellApart:
+    """One of the entries that fit an ambiguous query, and the words only it says."""
+
+    id: str
+    title: str
+    summary: str
+    kind: str
+    words: list[str]  # of its title and summary, that the other entries' do not hold
+
+    def to_dict(self) -> dict:
+        return {**vars(self), "words": list(self.words), "url": entry_url(self.id)}
+
+
+@dataclass(frozen=True)
+class Ambiguity:
+    """Two or three entries that fit a query about equally, shown together."""
+
+    message: str
+    entries: list[TellApart]
+
+    def to_dict(self) -> dict:
+        return {"message": self.message, "entries": [e.to_dict() for e in self.entries]}
+
+
 @dataclass
 class SearchResult:
     query: str
@@ -56,6 +81,8 @@ class SearchResult:
     loose: list[SearchHit] = field(default_factory=list)
     loose_total: int = 0
     filter_note: FilterNote | None = None  # set when the query's filters left nothing
+    # Set when the first two or three hits fit about equally (`app.search.ambiguity`).
+    ambiguous: Ambiguity | None = None
 
     @property
     def pages(self) -> int:
@@ -83,4 +110,5 @@ class SearchResult:
             ],
             "loose_total": self.loose_total,
             "filter_note": self.filter_note.to_dict() if self.filter_note else None,
+            "ambiguous": self.ambiguous.to_dict() if self.ambiguous else None,
         }

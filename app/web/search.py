@@ -6,7 +6,7 @@ import anyio
 from fastapi import Query, Request, Response
 from fastapi.responses import HTMLResponse
 
-from app.answers import answer_query, search_with_matches
+from app.answers import search_answer, search_with_matches
 from app.catalog import get_overview
 from app.web import routers
 from app.web.deps import SearchDep, SessionDep, SettingsDep
@@ -88,16 +88,20 @@ def search_page(
     if "\n" in q.strip() or len(q) > QUERY_CHARS:
         # A traceback pasted into the search box: the paste's answer, not a text search.
         return see_other(request, "/match?" + urlencode({"text": q}))
-    result = service.search(
-        q, kind=kind, tag=tag, page=page, limit=settings.search_page_size, correct=not exact
-    )
-    # Error text typed or pasted into the search box is matched first, as on /match: a query
-    # holds at most 2,000 characters, so this costs about what the search does.
+    # Error text typed or pasted into the search box is matched first, as on /match (a query
+    # holds at most 2,000 characters, so this costs about what the search does), and the
+    # entries it matches lead the results.
     state = runtime_of(request)
-    answer = (
-        answer_query(q, engine=state.engine, matcher=state.matchers.current())
-        if page == 1
-        else None
+    result, answer = search_answer(
+        service,
+        q,
+        engine=state.engine,
+        matcher=state.matchers.current(),
+        kind=kind,
+        tag=tag,
+        page=page,
+        limit=settings.search_page_size,
+        correct=not exact,
     )
     alternate = str(request.url.replace(path="/api/v1/search").path)
     if request.url.query:
