@@ -104,6 +104,7 @@ def _steps(records: list[SignatureRecord], texts: list[EntryText]):
     yield {ids[20]: (by_entry.get(ids[20], []), text_of[ids[20]])}  # one comes back unchanged
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_after_creates_edits_and_deletes_the_updated_matcher_answers_as_a_fresh_one(shipped):
     records, texts = shipped
     model = load_model()
@@ -278,6 +279,7 @@ def test_one_save_does_the_same_work_at_n_and_at_4n_entries(make_settings, tmp_p
         assert work["patterns"] <= 1 and work["sets"] <= 2, (at_n, at_4n)
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_the_examples_a_drafts_patterns_reach_are_those_a_set_pass_per_example_finds(shipped):
     """The save's one search per pattern over all messages joined finds exactly the examples
     that matching each example against the draft's signatures finds (then judged the same)."""

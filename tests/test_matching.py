@@ -30,6 +30,7 @@ def content_matcher() -> SignatureMatcher:
     )
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_every_signature_example_read_as_a_paste_is_matched_to_its_own_entry_first(content_matcher):
     failures = []
     for rec in content_matcher.records:

@@ -106,6 +106,7 @@ def test_the_likely_tier_adds_right_answers_on_held_out_pastes(matcher, cases, h
     assert both.by_tier.get("likely", 0) > 0
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_held_out_confidence_is_calibrated_where_it_claims(held_out):
     """Among held-out pastes the likely tier claims, most are right, and higher buckets are
     right more often than lower ones."""

@@ -43,6 +43,7 @@ def test_top_1_accuracy_on_positives_is_at_least_95_percent(answers):
     assert accuracy >= 0.95, f"top-1 {accuracy:.1%}; wrong: {json.dumps(wrong, indent=1)}"
 
 
+@pytest.mark.slow  # exhaustive (every entry, or a whole corpus): the full suite runs it
 def test_negatives_get_no_confident_match(answers):
     claimed = {n: answers[n] for n, c in EXPECTED.items() if not c["expected"] and answers[n]}
     assert claimed == {}
