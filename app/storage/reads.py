@@ -178,20 +178,21 @@ def latest_verifications(session: Session, *, entry_id: str) -> list[Verificatio
     return [latest[p] for p in sorted(latest)]
 
 
+def _record(s: Signature) -> SignatureRecord:
+    return SignatureRecord(
+        entry_id=s.entry_id,
+        position=s.position,
+        message=s.message,
+        example=s.example,
+        exception=s.exception,
+        frame=s.frame,
+        context=s.context,
+    )
+
+
 def active_signature_records(session: Session) -> list[SignatureRecord]:
     """What the matcher needs of every active signature."""
-    return [
-        SignatureRecord(
-            entry_id=s.entry_id,
-            position=s.position,
-            message=s.message,
-            example=s.example,
-            exception=s.exception,
-            frame=s.frame,
-            context=s.context,
-        )
-        for s in active_signatures(session)
-    ]
+    return [_record(s) for s in active_signatures(session)]
 
 
 def active_entry_texts(session: Session) -> list[EntryText]:
@@ -217,18 +218,7 @@ def signature_records_of(session: Session, entry_ids: Iterable[str]) -> list[Sig
         .where(col(Entry.archived).is_(False), col(Signature.entry_id).in_(ids))
         .order_by(col(Signature.entry_id), col(Signature.position))
     )
-    return [
-        SignatureRecord(
-            entry_id=s.entry_id,
-            position=s.position,
-            message=s.message,
-            example=s.example,
-            exception=s.exception,
-            frame=s.frame,
-            context=s.context,
-        )
-        for s in session.exec(query)
-    ]
+    return [_record(s) for s in session.exec(query)]
 
 
 def entry_texts_of(
