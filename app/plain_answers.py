@@ -181,6 +181,7 @@ class Answer(PlainShape):
         ("related", _list, _NO_DEFAULT),
         ("foreign", _same, None),
         ("parsed", _same, _NO_DEFAULT),
+        ("change", _same, None),
     )
 
 
