@@ -9,7 +9,7 @@ lint:
 	pitfalls check content --strict
 
 test:
-	pytest
+	pytest -n auto --maxprocesses 4
 
 # The quick lane: every module on SQLite, in process (no servers, PostgreSQL or browsers),
 # spread over every core by pytest-xdist.

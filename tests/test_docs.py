@@ -33,6 +33,10 @@ def test_first_screen_has_the_two_commands():
     first_screen = "\n".join(README.splitlines()[:12])
     assert "pip install . && pitfalls serve" in first_screen
     assert 'pip install -e ".[test]" && pytest' in first_screen
+    # CI runs the README's test command, exactly.
+    test_line = next(line for line in first_screen.splitlines() if "# test it" in line)
+    command = test_line.split("&&", 1)[1].split("#", 1)[0].strip()
+    assert command in (REPO / ".ci" / "run").read_text().splitlines()
 
 
 def test_the_readme_links_every_page_of_docs():
