@@ -452,6 +452,7 @@ def test_mcp_refuses_a_disabled_accounts_token_and_anonymous_on_a_private_site(
 # ---- /mcp is built after the app is ready --------------------------------------------------
 
 
+@pytest.mark.slow  # starts a real process
 def test_the_web_app_imports_the_mcp_sdk_only_once_it_serves(make_settings, content_dir):
     import subprocess
     import sys
@@ -470,6 +471,7 @@ def test_the_web_app_imports_the_mcp_sdk_only_once_it_serves(make_settings, cont
     assert health.status_code == 200
 
 
+@pytest.mark.slow  # waits on a slow build on purpose: the full suite runs it
 def test_mcp_still_starting_or_broken_answers_503_without_hanging(
     make_settings, content_dir, monkeypatch
 ):

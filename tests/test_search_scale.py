@@ -82,6 +82,7 @@ def test_totals_and_facets_equal_a_brute_force_count(big, query, kind):
     assert total > 5000 or query != "gradient" or kind  # past where Whoosh used to undercount
 
 
+@pytest.mark.slow  # builds a 10,000-entry index: the full suite runs it
 def test_every_entry_is_counted_by_an_empty_query(big):
     _docs, service = big
     result = service.search("", limit=5)
