@@ -292,6 +292,24 @@ def module_search_engine(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
+@pytest.fixture(scope="module")
+def engine_client(
+    module_search_engine: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    """One app over the repository's entries per module and search engine, for search tests
+    that only read. Its search budget is a minute: such modules search every entry's title,
+    and a loaded machine must not stop one at the budget."""
+    from app.web import create_app
+
+    data = tmp_path_factory.mktemp("engine-app")
+    settings = load_settings(
+        data_dir=data / "data", content_dir=REPO_CONTENT, search_budget_ms=60_000
+    )
+    prepare_data_dir(settings, tmp_path_factory)
+    with TestClient(create_app(settings)) as started:
+        yield started
+
+
 # ---- a real server, started once for the e2e and browser tests -----------------------------
 
 

@@ -7,12 +7,8 @@ import html
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.search.query import has_cjk
-from app.settings import load_settings
-from tests.conftest import REPO_CONTENT
-from tests.prepared import prepare_data_dir
 
 EVERYDAY = {
     "CUDA out of memory": "cuda-out-of-memory",
@@ -38,17 +34,8 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def client(module_search_engine, tmp_path_factory):
-    from app.web import create_app
-
-    data = tmp_path_factory.mktemp("search-floor")
-    # Every entry's title is searched below: a loaded machine must not stop one at the budget.
-    settings = load_settings(
-        data_dir=data / "data", content_dir=REPO_CONTENT, search_budget_ms=60_000
-    )
-    prepare_data_dir(settings, tmp_path_factory)
-    with TestClient(create_app(settings)) as started:
-        yield started
+def client(engine_client):
+    return engine_client
 
 
 @pytest.fixture(scope="module")

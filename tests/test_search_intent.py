@@ -6,29 +6,17 @@ a query that two or three entries fit alike says so, with what tells them apart.
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.matching.fragments import FragmentIndex
 from app.matching.signature_tier import SignatureRecord
 from app.search.intent import without_intent
-from app.settings import load_settings
-from tests.conftest import REPO_CONTENT
-from tests.prepared import prepare_data_dir
 
 STATE_DICT_KEYS = {"state-dict-key-mismatch", "state-dict-module-prefix"}
 
 
 @pytest.fixture(scope="module")
-def client(module_search_engine, tmp_path_factory):
-    from app.web import create_app
-
-    data = tmp_path_factory.mktemp("search-intent")
-    settings = load_settings(
-        data_dir=data / "data", content_dir=REPO_CONTENT, search_budget_ms=60_000
-    )
-    prepare_data_dir(settings, tmp_path_factory)
-    with TestClient(create_app(settings)) as started:
-        yield started
+def client(engine_client):
+    return engine_client
 
 
 @pytest.fixture(scope="module")
