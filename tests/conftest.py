@@ -434,7 +434,15 @@ def running_servers(
             served.start()
         for served in servers:
             served.wait_ready(ready_s)
-        yield servers
+        try:
+            yield servers
+        except BaseException:
+            # A test that fails against a server shows what the server said (pytest prints a
+            # failed test's output): the requests it saw, how long each took, any traceback.
+            for served in servers:
+                lines = served.log_path.read_text(errors="replace").splitlines()
+                print(f"---- the last lines of {served.log_path.name} ----", *lines[-60:], sep="\n")
+            raise
     finally:
         for served in servers:
             served.stop()

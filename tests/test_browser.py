@@ -318,6 +318,18 @@ def set_code_editor_text(page, text: str) -> None:
     }""",
         text,
     )
+    # The form posts the textarea, which the editor keeps equal to its text: say so here, with
+    # what it holds, rather than as a save that leads somewhere else later.
+    try:
+        page.wait_for_function(
+            "text => document.getElementById('markdown').value === text", arg=text, timeout=15_000
+        )
+    except Exception:
+        held = page.locator("#markdown").input_value()
+        pytest.fail(
+            f"the form's text is not the pasted text; it holds {len(held)} characters, "
+            f"starting {held[:200]!r}"
+        )
 
 
 def _edit_flow(page) -> None:

@@ -65,8 +65,10 @@ def test_two_tabs_edit_different_lines_and_both_are_kept_then_an_overlap_conflic
 
             text_a = tab_a.locator("#markdown").input_value()
             assert TITLE in text_a
-            _save(tab_a, text_a.replace(TITLE, TITLE + " (A)"), "Say which call fails")
-            tab_a.wait_for_url(f"**/entries/{ENTRY}?saved=2")
+            # The page that says "Saved" takes ?saved= out of its address at once (app.js), so the
+            # navigation is awaited from before the click, not looked for in the address after.
+            with tab_a.expect_navigation(url=f"**/entries/{ENTRY}?saved=2"):
+                _save(tab_a, text_a.replace(TITLE, TITLE + " (A)"), "Say which call fails")
 
             text_b = tab_b.locator("#markdown").input_value()
             added = "A line the bottom tab adds."

@@ -501,8 +501,9 @@ def test_sign_in_with_the_provider_and_save_an_entry(browser, site: Site):
         source = page.locator("#markdown").input_value()
         set_code_editor_text(page, source + "\nSigned in through the provider, then saved.\n")
         page.fill("#message", "A sentence from a provider's user")
-        page.click("#save")
-        page.wait_for_url(f"{site.base}/entries/{entry}?saved=*")
+        # Awaited from before the click: the saved page takes ?saved= out of its address (app.js).
+        with page.expect_navigation(url=f"{site.base}/entries/{entry}?saved=*"):
+            page.click("#save")
         assert "Signed in through the provider, then saved." in page.inner_text("main")
         history = page.context.request.get(f"{site.base}/entries/{entry}/history").text()
         assert "olga" in history
