@@ -19,8 +19,11 @@ COPY templates ./templates
 COPY static ./static
 COPY content ./content
 COPY migrations ./migrations
-# The same install step as CI's, without the test extra; with the PostgreSQL driver.
-RUN pip install --no-cache-dir "./[postgres]"
+# The same install step as CI's, without the test extra; with the PostgreSQL driver. Then the
+# first start of the shipped entries, made once here: a container's first start on an empty
+# /data copies it (same entries, code and engine only) instead of doing that work.
+RUN pip install --no-cache-dir "./[postgres]" \
+    && pitfalls snapshot
 
 USER 10001:10001
 VOLUME ["/data"]

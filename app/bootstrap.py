@@ -17,7 +17,15 @@ from sqlmodel import Session
 
 from app import storage
 from app.settings import Settings
-from app.snapshots import find_snapshot, install_snapshot, is_fresh, keep_snapshot, snapshot_key
+from app.snapshots import (
+    Snapshot,
+    find_snapshot,
+    install_snapshot,
+    is_fresh,
+    keep_snapshot,
+    remove_other_snapshots,
+    snapshot_key,
+)
 
 if TYPE_CHECKING:
     from app.ingest import IngestReport
@@ -65,6 +73,7 @@ def prepare_data(
     on_progress: Callable[[str], None] | None = None,
     on_step: Callable[[StartStep], None] | None = None,
     snapshots: Path | None = None,
+    shipped: Path | None = None,
 ) -> PrepareReport:
     """Upgrade the schema, sync content/ as asked, and bring the index up to the database.
 
@@ -74,7 +83,8 @@ def prepare_data(
     `on_progress` hears each file ingest reads; `on_step` each step that does work.
 
     With a `snapshots` folder, a fresh SQLite data dir starts from the snapshot a first start
-    of the same entries and code kept there, or keeps one for the next (see app.snapshots)."""
+    of the same entries and code kept there, or keeps one for the next (see app.snapshots);
+    `shipped` is a folder only looked in, after `snapshots` (the installation's own)."""
     # Imported here: a command that only reads (`pitfalls match`) never needs them.
     from app.ingest import ingest_content
     from app.search.index import remove_dead_builds, update_index
@@ -89,7 +99,11 @@ def prepare_data(
     with storage.setup_lock(engine, timeout_s=settings.setup_lock_timeout_s):
         if snapshots is not None and settings.content_dir is not None and is_fresh(settings):
             keep_as = snapshot_key(settings)
-            found = find_snapshot(snapshots, keep_as) if keep_as else None
+            found = None
+            for folder in (snapshots, shipped) if keep_as else ():
+                found = find_snapshot(folder, keep_as) if folder is not None else None
+                if found is not None:
+                    break
             if found is not None and install_snapshot(settings, found):
                 keep_as = None
                 made = f"copied from the first start of these entries at {found.made_at}"
@@ -133,6 +147,40 @@ def prepare_data(
     return PrepareReport(
         ingest=report, index=index, migrations=pending, index_rebuilt=bool(rebuilt)
     )
+
+
+def build_shipped_snapshot(
+    settings: Settings, into: Path, *, on_step: Callable[[StartStep], None] | None = None
+) -> tuple[Snapshot | None, PrepareReport]:
+    """A first start of the entries of `settings` (with its search engine) in a temporary SQLite
+    data dir, kept in `into`: what `pitfalls snapshot` runs where a wheel or an image is built,
+    so that the installation's very first start copies instead. Any other snapshot in `into` is
+    removed (the folder ships one). None when the start was not clean enough to keep."""
+    import tempfile
+
+    from app.settings import load_settings
+    from app.storage import create_db_engine
+
+    into.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pitfalls-snapshot-") as temp:
+        fresh = load_settings(
+            data_dir=Path(temp),
+            database_url="",
+            index_dir=Path(temp) / "index",
+            content_dir=settings.content_dir,
+            search_engine=settings.search_engine,
+            first_start_snapshots=str(into),
+        )
+        key = snapshot_key(fresh)
+        engine = create_db_engine(fresh)
+        try:
+            report = prepare_data(fresh, engine, on_step=on_step, snapshots=into)
+        finally:
+            engine.dispose()
+    found = find_snapshot(into, key) if key else None
+    if found is not None:
+        remove_other_snapshots(into, keep=key)
+    return found, report
 
 
 def _clean_first_ingest(report: "IngestReport | None") -> bool:

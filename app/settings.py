@@ -58,7 +58,8 @@ class Settings(BaseSettings):
         description="Folder where `pitfalls serve` keeps what a first start made of the entries "
         "(database and index), so that the next fresh SQLite data dir with the same entries "
         "and code starts in seconds; empty means $XDG_CACHE_HOME/pitfalls/first-start "
-        "(~/.cache/…), off means never.",
+        "(~/.cache/…), off means never (not even the one `pitfalls snapshot` made for the "
+        "installation, which is looked in after this folder).",
     )
     sqlite_busy_timeout_ms: int = Field(
         5000,

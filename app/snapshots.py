@@ -13,6 +13,11 @@ entries make (entries, revisions, signatures, snippets, the change feed, shipped
 results): one in which any other table has a row (an account, a token, a secret) is not kept.
 What differs from a slow start is only time: rows are dated when the snapshot was made.
 
+A snapshot may also ship with the installation (`pitfalls snapshot`, run where a wheel or an
+image is built): the package's own first-start folder is then looked in after the user's, with
+the same key, so a machine's very first start of the shipped entries copies too. The folder
+itself is left out of the key.
+
 Every step here may fail without harm: a snapshot that cannot be read or written leaves the
 ordinary path to do the work.
 """
@@ -21,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -46,12 +52,24 @@ CONTENT_TABLES = {
     for model in (Entry, Signature, Snippet, Revision, Change, Verification)
 } | {"alembic_version"}
 _CODE_SUFFIXES = (".py", ".json", ".txt")
+_KEY_NAME = re.compile(r"[0-9a-f]{64}")
+SHIPPED_NAME = "first-start"  # the package's folder of shipped snapshots
+# Folders a wheel carries inside the package and a clone keeps beside it, left out of the code's
+# part of the key so that both layouts of the same release have one key: the entries and the
+# migrations count on their own, templates and static files make no row, and the shipped
+# snapshots are what the key names, not what it is made of.
+_NOT_CODE = {"content", "migrations", "templates", "static", SHIPPED_NAME}
 
 
 @dataclass(frozen=True)
 class Snapshot:
     folder: Path
     made_at: str
+
+
+def shipped_snapshot_dir() -> Path:
+    """The installation's own snapshot folder (inside the package, in a clone as in a wheel)."""
+    return Path(__file__).resolve().parent / SHIPPED_NAME
 
 
 def database_file(settings: Settings) -> Path | None:
@@ -100,6 +118,8 @@ def _digest(settings: Settings) -> str:
         for path in sorted(root.rglob("*")):
             if not path.is_file() or "__pycache__" in path.parts:
                 continue
+            if name == "code" and path.relative_to(root).parts[0] in _NOT_CODE:
+                continue
             if suffixes is not None and path.suffix not in suffixes:
                 continue
             digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
@@ -119,6 +139,17 @@ def find_snapshot(folder: Path, key: str) -> Snapshot | None:
     if not (where / DATABASE_NAME).is_file() or not (where / INDEX_NAME).is_dir():
         return None
     return Snapshot(where, str(about.get("made_at", "")))
+
+
+def remove_other_snapshots(folder: Path, *, keep: str) -> list[str]:
+    """Remove the snapshots in `folder` not named `keep` (only folders named as a key is, so
+    nothing else a person put there); the names removed."""
+    removed = []
+    for path in sorted(folder.iterdir()):
+        if path.name != keep and _KEY_NAME.fullmatch(path.name) and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    return removed
 
 
 def install_snapshot(settings: Settings, snapshot: Snapshot) -> bool:

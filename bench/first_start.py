@@ -25,6 +25,15 @@ sys.path.insert(0, str(ROOT))
 
 from tests.conftest import free_port  # noqa: E402
 
+SHIPPED = ROOT / "app" / "first-start"  # where `pitfalls snapshot` keeps the installation's
+CLI = "import sys; from app.cli import main; sys.argv = ['pitfalls', *sys.argv[1:]]; main()"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
 
 def _answers(url: str) -> bool:
     try:
@@ -45,11 +54,10 @@ def start_once(folder: Path, snapshots: str, timeout_s: float = 300) -> tuple[fl
     """Seconds from spawning `pitfalls serve` in `folder` to its health answering, the CPU
     seconds it used until then, and its stderr up to then."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env = _env()
     env["PITFALLS_FIRST_START_SNAPSHOTS"] = snapshots
     log_path = folder / f"serve-{port}.log"
-    code = "import sys; from app.cli import main; sys.argv = ['pitfalls', *sys.argv[1:]]; main()"
+    code = CLI
     with log_path.open("w") as log:
         began = time.perf_counter()
         process = subprocess.Popen(
@@ -78,11 +86,13 @@ def main() -> None:
     parser.add_argument("--show-output", action="store_true")
     parser.add_argument(
         "--snapshots",
-        choices=("off", "fresh", "warm"),
+        choices=("off", "fresh", "warm", "shipped"),
         default="warm",
         help="first-start snapshots: off; fresh (an empty snapshot folder, so each cold "
         "start is the first and keeps one); warm (one kept before the runs: the usual case "
-        "after a first start on this machine)",
+        "after a first start on this machine); shipped (`pitfalls snapshot` first, as where a "
+        "wheel or an image is built, then an empty user folder for each cold start: a "
+        "machine's very first start of that installation)",
     )
     args = parser.parse_args()
     entries = len(list((ROOT / "content").glob("*.md")))
@@ -91,6 +101,31 @@ def main() -> None:
     print(f"snapshots: {args.snapshots}")
     print(f"{'run':>4} {'cold: wall s':>12} {'cpu s':>6} {'warm: wall s':>12} {'cpu s':>6}")
     rows = []
+    shipped_before = SHIPPED.exists()
+    if args.snapshots in ("off", "fresh") and shipped_before:
+        print(f"note: {SHIPPED} holds a shipped snapshot, which a fresh start may copy")
+    if args.snapshots == "shipped":
+        began = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", CLI, "snapshot"],
+            cwd=ROOT,
+            check=True,
+            env={**_env(), "PITFALLS_FIRST_START_SNAPSHOTS": ""},
+            capture_output=True,
+        )
+        print(f"pitfalls snapshot: {time.perf_counter() - began:.1f} s")
+    try:
+        _runs(args, rows)
+    finally:
+        if args.snapshots == "shipped" and not shipped_before:
+            shutil.rmtree(SHIPPED, ignore_errors=True)
+    medians = [statistics.median(column) for column in zip(*rows, strict=True)]
+    print(
+        f"{'med':>4} {medians[0]:>12.2f} {medians[1]:>6.2f} {medians[2]:>12.2f} {medians[3]:>6.2f}"
+    )
+
+
+def _runs(args: argparse.Namespace, rows: list) -> None:
     with tempfile.TemporaryDirectory(prefix="pitfalls-snapshots-") as kept:
         if args.snapshots == "warm":
             folder = Path(tempfile.mkdtemp(prefix="pitfalls-first-start-"))
@@ -100,7 +135,7 @@ def main() -> None:
         for run in range(1, args.runs + 1):
             folder = Path(tempfile.mkdtemp(prefix="pitfalls-first-start-"))
             snapshots = "off" if args.snapshots == "off" else kept
-            if args.snapshots == "fresh":
+            if args.snapshots in ("fresh", "shipped"):
                 snapshots = tempfile.mkdtemp(prefix="snapshots-", dir=kept)
             try:
                 shutil.copytree(ROOT / "content", folder / "content")
@@ -113,10 +148,6 @@ def main() -> None:
             if args.show_output and run == 1:
                 print("--- cold start's stderr ---\n" + cold_output.rstrip())
                 print("--- warm start's stderr ---\n" + warm_output.rstrip())
-    medians = [statistics.median(column) for column in zip(*rows, strict=True)]
-    print(
-        f"{'med':>4} {medians[0]:>12.2f} {medians[1]:>6.2f} {medians[2]:>12.2f} {medians[3]:>6.2f}"
-    )
 
 
 if __name__ == "__main__":

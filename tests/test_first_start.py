@@ -8,23 +8,28 @@ order and a ready line whose address answers; its second start prints only that 
 """
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import text
 from sqlmodel import Session
 
-from app.bootstrap import StartStep, prepare_data
+from app.bootstrap import StartStep, build_shipped_snapshot, prepare_data
+from app.cli import cli
 from app.cli.start_progress import StartProgress
 from app.models import AppSecret
 from app.search import SearchService
 from app.settings import load_settings
-from app.snapshots import find_snapshot, keep_snapshot, snapshot_key
+from app.snapshots import find_snapshot, keep_snapshot, shipped_snapshot_dir, snapshot_key
 from app.storage import create_db_engine
 from tests.conftest import Served, entry_text, get
 
@@ -181,9 +186,15 @@ STEP_LINE = re.compile(r"^(snapshot|database|ingest|verification|index): ", re.M
 
 
 @contextmanager
-def _serving(folder: Path, settings: dict[str, str] | None = None, fresh: bool = True):
-    """`running_server`, with room for a first start on a busy machine: its whole work."""
+def _serving(
+    folder: Path, settings: dict[str, str] | None = None, fresh: bool = True, own_key=False
+):
+    """`running_server`, with room for a first start on a busy machine: its whole work.
+    `own_key`: one more file among the entries, so that no snapshot `pitfalls snapshot` made
+    for this checkout's entries can serve the start."""
     served = Served(folder, settings, fresh)
+    if own_key:
+        (folder / "content" / "not-the-shipped-entries.txt").write_text("test\n")
     try:
         served.start()
         served.wait_ready(timeout=600)
@@ -258,12 +269,12 @@ def test_serve_from_a_snapshot_answers_as_the_slow_start_did(tmp_path):
             found[query] = json.loads(get(f"{base}/api/v1/search?q={quote(query)}")[1])["hits"]
         return found
 
-    with _serving(tmp_path / "first", settings) as base:
+    with _serving(tmp_path / "first", settings, own_key=True) as base:
         slow = answers(base)
         slow_entries = json.loads(get(base + "/api/v1/entries?per_page=100")[1])
     log = _log_once_ready(tmp_path, "first")
     assert f"snapshot: kept for the next first start, in {snapshots}" in log, log
-    with _serving(tmp_path / "second", settings) as base:
+    with _serving(tmp_path / "second", settings, own_key=True) as base:
         fast = answers(base)
         fast_entries = json.loads(get(base + "/api/v1/entries?per_page=100")[1])
     log = _log_once_ready(tmp_path, "second")
@@ -272,3 +283,115 @@ def test_serve_from_a_snapshot_answers_as_the_slow_start_did(tmp_path):
     assert fast == slow and all(slow.values())
     assert fast_entries == slow_entries
     shutil.rmtree(snapshots)
+
+
+# ---- the snapshot an installation ships (`pitfalls snapshot`) ---------------------------------
+
+
+def _start_shipped(tmp_path: Path, name: str, content: Path, shipped: Path):
+    """A machine's very first start: an empty user snapshot folder, then the shipped one."""
+    settings = load_settings(data_dir=tmp_path / name, content_dir=content)
+    user = tmp_path / f"user-cache-{name}"
+    steps: list[StartStep] = []
+    engine = create_db_engine(settings)
+    try:
+        prepare_data(settings, engine, on_step=steps.append, snapshots=user, shipped=shipped)
+        with engine.connect() as connection:
+            rows = {
+                table: [tuple(row) for row in connection.execute(text(sql))]
+                for table, sql in ROWS.items()
+            }
+    finally:
+        engine.dispose()
+    return steps, rows, user
+
+
+def test_a_shipped_snapshot_serves_a_machines_first_start_and_any_change_misses_it(tmp_path):
+    content = _content(tmp_path / "content")
+    shipped = tmp_path / "package-first-start"
+    settings = load_settings(data_dir=tmp_path / "unused", content_dir=content)
+    found, report = build_shipped_snapshot(settings, shipped)
+    assert found is not None and report.ingest is not None and report.ingest.changed == 3
+    assert [p.name for p in shipped.iterdir()] == [snapshot_key(settings)]
+
+    _, _, _, slow_rows, _ = _start(tmp_path, "slow", content, tmp_path / "elsewhere")
+    steps, rows, user = _start_shipped(tmp_path, "first", content, shipped)
+    assert [s.name for s in steps] == ["snapshot"]  # copied: no migration, ingest or index step
+    assert rows == slow_rows
+    assert not user.exists() or list(user.iterdir()) == []  # nothing kept: it was a copy
+
+    # An entry edited after the build: the shipped snapshot is a miss, never a near match.
+    path = content / "alpha-entry.md"
+    path.write_text(path.read_text().replace("Because.", "Because of it."))
+    steps, rows, user = _start_shipped(tmp_path, "edited", content, shipped)
+    assert "ingest" in [s.name for s in steps] and "snapshot" in [s.name for s in steps]
+    assert [p.name for p in user.iterdir()] == [snapshot_key(settings)]  # kept for the user
+    assert [p.name for p in shipped.iterdir()] != [snapshot_key(settings)]  # shipped untouched
+
+    # Building again keeps the new one only: the folder ships one snapshot.
+    found, _ = build_shipped_snapshot(settings, shipped)
+    assert found is not None and [p.name for p in shipped.iterdir()] == [snapshot_key(settings)]
+
+
+def test_the_shipped_folder_is_not_part_of_the_key(tmp_path):
+    settings = load_settings(data_dir=tmp_path / "data", content_dir=_content(tmp_path / "c"))
+    before = snapshot_key(settings)
+    folder = shipped_snapshot_dir()
+    made = not folder.exists()
+    marker = folder / f"test-{time.time_ns()}" / "snapshot.json"
+    marker.parent.mkdir(parents=True)
+    try:
+        marker.write_text("{}\n")
+        assert snapshot_key(settings) == before
+    finally:
+        shutil.rmtree(marker.parent)
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_snapshot_command_says_what_it_kept_and_refuses_a_broken_entry(tmp_path):
+    content = _content(tmp_path / "content")
+    into = tmp_path / "into"
+    env = {"PITFALLS_CONTENT_DIR": str(content), "PITFALLS_DATA_DIR": str(tmp_path / "data")}
+    result = CliRunner().invoke(cli, ["snapshot", "--into", str(into)], env=env)
+    assert result.exit_code == 0, result.output
+    settings = load_settings(data_dir=tmp_path / "data", content_dir=content)
+    assert f"snapshot {snapshot_key(settings)[:12]} of {content} (whoosh) kept in {into}" in (
+        result.output
+    )
+    assert not (tmp_path / "data").exists()  # made in a temporary data dir, not the settings'
+
+    (content / "broken-entry.md").write_text("---\ntitle: [unclosed\n---\n")
+    result = CliRunner().invoke(cli, ["snapshot", "--into", str(into)], env=env)
+    assert result.exit_code == 1
+    assert "broken-entry.md" in result.output
+    assert f"no snapshot kept in {into}: the first start was not clean" in result.output
+
+
+def test_a_wheels_layout_of_the_same_code_has_the_clones_key(tmp_path):
+    """A wheel carries content, migrations, templates and static inside the package, where a
+    clone keeps them beside it: a snapshot made in the clone before the wheel was built must be
+    the one the installed wheel looks for."""
+    from tests.conftest import REPO
+
+    wheel = tmp_path / "site"
+    shutil.copytree(REPO / "app", wheel / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("content", "migrations", "templates", "static"):
+        shutil.copytree(REPO / name, wheel / "app" / name)
+    code = (
+        "import sys; from app.settings import load_settings; from app.snapshots import "
+        "snapshot_key; import app; assert app.__file__.startswith(sys.argv[1]), app.__file__; "
+        "print(snapshot_key(load_settings(data_dir=sys.argv[2])))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    env["PYTHONPATH"] = str(wheel)
+    key = subprocess.run(
+        [sys.executable, "-c", code, str(wheel), str(tmp_path / "data")],
+        cwd=tmp_path,  # no ./content here: the package's own entries
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    clone = load_settings(data_dir=tmp_path / "data", content_dir=REPO / "content")
+    assert key == snapshot_key(clone)

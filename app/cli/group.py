@@ -90,6 +90,7 @@ COMMAND_MODULES = {
     "search": "answers",
     "serve": "serving",
     "show": "show",
+    "snapshot": "maintenance",
     "token": "accounts",
     "user": "accounts",
     "verify": "verification",

@@ -1,4 +1,5 @@
-"""`pitfalls backup`, `restore` and `reindex`: the database as one file, and the index rebuilt."""
+"""`pitfalls backup`, `restore`, `reindex` and `snapshot`: the database as one file, the index
+rebuilt, and the first-start snapshot an installation ships."""
 
 import time
 from pathlib import Path
@@ -79,3 +80,44 @@ def reindex() -> None:
     engine.dispose()
     elapsed = time.perf_counter() - started
     click.echo(f"reindexed in {elapsed:.2f} s (change sequence {state.seq})")
+
+
+@cli.command()
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder to keep it in [default: the package's own first-start folder].",
+)
+def snapshot(into: Path | None) -> None:
+    """Make the first-start snapshot this installation ships: a first start of the entries in
+    a temporary data dir, whose database and index a later first start anywhere on this
+    installation copies instead of redoing (the same entries, code and search engine only; any
+    change is a miss). Run it where a wheel or an image is built, after installing."""
+    from app.bootstrap import build_shipped_snapshot
+    from app.cli.start_progress import StartProgress
+    from app.snapshots import shipped_snapshot_dir
+
+    settings = _settings()
+    folder = into or shipped_snapshot_dir()
+    started = time.perf_counter()
+    progress = StartProgress()
+    try:
+        found, report = build_shipped_snapshot(settings, folder, on_step=progress)
+    except OSError as exc:
+        raise CannotRun(f"cannot write the snapshot in {folder}: {exc}") from None
+    finally:
+        progress.close()
+    if report.ingest is not None:
+        for problem in report.ingest.problems:
+            click.echo(str(problem), err=True)
+    if found is None:
+        click.echo(
+            f"no snapshot kept in {folder}: the first start was not clean (see above)", err=True
+        )
+        raise SystemExit(1)
+    size = sum(path.stat().st_size for path in found.folder.rglob("*") if path.is_file())
+    click.echo(
+        f"snapshot {found.folder.name[:12]} of {settings.content_dir} ({settings.search_engine}) "
+        f"kept in {folder}: {size / 1e6:.1f} MB, made in {time.perf_counter() - started:.1f} s"
+    )

@@ -54,14 +54,18 @@ def serve(
     from app.bootstrap import prepare_data
     from app.cli.start_progress import StartProgress
     from app.logs import log_config
+    from app.snapshots import shipped_snapshot_dir
     from app.storage import create_db_engine
 
     settings = _settings()
     engine = create_db_engine(settings)
     progress = StartProgress()
     try:
-        snapshots = settings.snapshot_dir
-        ingested = prepare_data(settings, engine, on_step=progress, snapshots=snapshots).ingest
+        snapshots = settings.snapshot_dir  # None: off, and the shipped ones with them
+        shipped = shipped_snapshot_dir() if snapshots is not None else None
+        ingested = prepare_data(
+            settings, engine, on_step=progress, snapshots=snapshots, shipped=shipped
+        ).ingest
     finally:
         progress.close()
     engine.dispose()
