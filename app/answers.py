@@ -152,8 +152,10 @@ class MatcherCache:
                 matcher = PasteMatcher.build(records, texts, previous=previous or _last_built)
                 self.full_builds += 1
                 self.entries_read += len(texts)
-        # the first match builds the DFA lazily
+        # the first match builds the DFA lazily, and reads the memory tier's pastes (once per
+        # process): here, not inside the first unmatched paste's time budget
         matcher.signatures.match_message("warm up the DFA")
+        _ = matcher.memory
         matcher.mark = mark
         self._matcher, self._mark = matcher, mark
         _last_built = matcher

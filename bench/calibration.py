@@ -29,7 +29,18 @@ from app.checker import (  # noqa: E402
     signature_records,
 )
 from app.matching.calibration import MODEL_FILE, Model, reliability  # noqa: E402
-from app.matching.evaluation import fit_model, load_corpus, report, run, with_model  # noqa: E402
+from app.matching.evaluation import (  # noqa: E402
+    NEGATIVE_COST,
+    fit_model,
+    load_corpus,
+    memory_alone,
+    memory_of,
+    report,
+    run,
+    with_model,
+)
+from app.matching.likely import FEATURES  # noqa: E402
+from app.matching.memory import MEMORY_FILE, PasteMemory, write_memory  # noqa: E402
 from app.matching.paste_matcher import PasteMatcher  # noqa: E402
 from app.matching.signature_tier import SignatureMatcher  # noqa: E402
 from app.tracebacks import parse_traceback  # noqa: E402
@@ -109,10 +120,12 @@ def paste_reader(outcomes) -> None:
     print(f"  {'the matcher, held out':22} {top1:7.1%} {clean:7.1%}")
 
 
-def build(content: Path) -> PasteMatcher:
+def build(content: Path, memory: PasteMemory | None) -> PasteMatcher:
     docs = load_entry_files(collect_entry_files([content]))
-    neutral = Model(weights=(0.0,) * 8, bias=0.0, threshold=1.01)  # claims nothing
-    return PasteMatcher(SignatureMatcher(signature_records(docs)), entry_texts(docs), neutral)
+    neutral = Model(weights=(0.0,) * len(FEATURES), bias=0.0, threshold=1.01)  # claims nothing
+    return PasteMatcher(
+        SignatureMatcher(signature_records(docs)), entry_texts(docs), neutral, memory=memory
+    )
 
 
 def show(name: str, rep, *, wrong: bool = True) -> None:
@@ -138,11 +151,22 @@ def main() -> None:
         metavar="PREFIX",
         help="list the wrong answers of these batches (only batches that are tuned on)",
     )
+    parser.add_argument(
+        "--negative-cost",
+        type=float,
+        default=NEGATIVE_COST,
+        help="what a claimed negative costs against a right positive, choosing the threshold",
+    )
+    parser.add_argument(
+        "--no-memory", action="store_true", help="without the memory tier (as before it)"
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
-    matcher = build(args.content)
     cases = load_corpus(args.corpus)
+    remembered = memory_of(cases)
+    memory = None if args.no_memory else PasteMemory(remembered)
+    matcher = build(args.content, memory)
     halves = {h: [c for c in cases if c.half == h] for h in "AB"}
     print(
         f"{len(cases)} real pastes ({sum(1 for c in cases if c.expected)} positives, "
@@ -152,11 +176,24 @@ def main() -> None:
     second_reader(cases)
     signature_only = report(run(matcher, cases))
     show("signature tier alone, all pastes", signature_only, wrong=False)
+    if memory is not None:
+        pos, right, neg, clear = memory_alone(memory, cases)
+        print(
+            f"memory tier alone (the closest other thread's label), all pastes: top-1 "
+            f"{right}/{pos} = {right / pos:.1%}; negatives with no match {clear}/{neg} = "
+            f"{clear / neg:.1%}"
+        )
+    else:
+        print("memory tier: off")
 
     held_out_scored = []
     held_out = []
     for fit_half, test_half in (("A", "B"), ("B", "A")):
-        model = fit_model(run(matcher, halves[fit_half]), fitted_on=f"half {fit_half}")
+        model = fit_model(
+            run(matcher, halves[fit_half]),
+            fitted_on=f"half {fit_half}",
+            negative_cost=args.negative_cost,
+        )
         outcomes = run(with_model(matcher, model), halves[test_half])
         rep = report(outcomes)
         held_out_scored += [o.top_likely for o in outcomes if o.top_likely is not None]
@@ -194,9 +231,20 @@ def main() -> None:
         print(f"  {bucket:>9}  {count:6d}  {mean_text:>15}  {share_text:>11}")
 
     if args.write:
-        model = fit_model(run(matcher, cases), fitted_on=f"{len(cases)} real pastes, both halves")
+        model = fit_model(
+            run(matcher, cases),
+            fitted_on=f"{len(cases)} real pastes, both halves",
+            negative_cost=args.negative_cost,
+        )
         MODEL_FILE.write_text(model.to_json() + "\n", encoding="utf-8")
         print(f"\nwrote {MODEL_FILE.relative_to(ROOT)} (threshold {model.threshold:.3f})")
+        if memory is not None:
+            write_memory(remembered)
+            size = MEMORY_FILE.stat().st_size
+            print(
+                f"wrote {MODEL_FILE.relative_to(ROOT).with_name(MEMORY_FILE.name)} "
+                f"({len(remembered)} pastes, {size / 1e3:.0f} kB)"
+            )
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

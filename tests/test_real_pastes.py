@@ -6,6 +6,7 @@ B, then the reverse; a figure measured on the half it was fitted on is never ass
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
 from app.matching.calibration import Model, load_model
 from app.matching.evaluation import Outcome, fit_model, load_corpus, report, run, with_model
+from app.matching.likely import FEATURES
+from app.matching.memory import read_memory, thread_key
 from app.matching.paste_matcher import PasteMatcher
 from app.matching.signature_tier import SignatureMatcher
 from tests.conftest import REPO_CONTENT
@@ -46,7 +49,7 @@ HELD_OUT_NEGATIVES_FLOOR = 0.84
 @pytest.fixture(scope="module")
 def matcher() -> PasteMatcher:
     docs = load_entry_files(collect_entry_files([REPO_CONTENT]))
-    neutral = Model(weights=(0.0,) * 8, bias=0.0, threshold=1.01)
+    neutral = Model(weights=(0.0,) * len(FEATURES), bias=0.0, threshold=1.01)
     return PasteMatcher(SignatureMatcher(signature_records(docs)), entry_texts(docs), neutral)
 
 
@@ -122,3 +125,15 @@ def test_the_shipped_model_is_fitted_on_this_corpus(cases):
     shipped = load_model()
     assert shipped.fitted_on.startswith(f"{len(cases)} real pastes")
     assert 0.2 < shipped.threshold < 0.95
+
+
+def test_the_shipped_memory_holds_this_corpus(cases):
+    """`bench/calibration.py --write` writes it with the model: every labelled paste (as its
+    normalized query, never its text), each with its label and its thread's digest."""
+    remembered = read_memory()
+    labels = {(thread_key(c.source), c.expected) for c in cases}
+    assert {(r.thread, r.label) for r in remembered} <= labels
+    assert len(remembered) >= 0.99 * len(cases)
+    # Normalized: the users' paths and addresses are placeholders.
+    for r in remembered:
+        assert not re.search(r"/home/\w|C:\\Users\\\w|0x[0-9a-fA-F]{8,}", r.message), r.message

@@ -14,8 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.matching.calibration import Model, choose_threshold, fit, reliability
-from app.matching.paste_matcher import PasteMatcher
+from app.matching.memory import PasteMemory, Remembered
+from app.matching.paste_matcher import PasteMatcher, paste_query
 from app.tracebacks import parse_traceback
+
+# What a claimed negative costs against a positive got right, when the threshold is chosen.
+NEGATIVE_COST = 4.5
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,8 @@ class Outcome:
 def run(matcher: PasteMatcher, cases: Iterable[Case]) -> list[Outcome]:
     outcomes = []
     for case in cases:
-        result = matcher.match(parse_traceback(case.text))
+        # A paste's own thread never votes for it (the memory tier holds this corpus).
+        result = matcher.match(parse_traceback(case.text), exclude_thread=case.source)
         signature = [m for m in result.matches if m.tier == "signature"]
         rows: list[tuple[dict[str, float], bool]] = []
         top_likely = None
@@ -94,7 +99,9 @@ def run(matcher: PasteMatcher, cases: Iterable[Case]) -> list[Outcome]:
     return outcomes
 
 
-def fit_model(outcomes: Sequence[Outcome], *, fitted_on: str = "") -> Model:
+def fit_model(
+    outcomes: Sequence[Outcome], *, fitted_on: str = "", negative_cost: float = NEGATIVE_COST
+) -> Model:
     """A model fitted on `outcomes` (their likely candidates), with its threshold."""
     rows = [row for o in outcomes for row in o.rows]
     weights, bias = fit([f for f, _ in rows], [ok for _, ok in rows])
@@ -110,7 +117,7 @@ def fit_model(outcomes: Sequence[Outcome], *, fitted_on: str = "") -> Model:
             negatives.append(confidence)
         else:
             positives.append((confidence, right))
-    threshold = choose_threshold(positives, negatives)
+    threshold = choose_threshold(positives, negatives, negative_cost=negative_cost)
     return Model(weights=weights, bias=bias, threshold=threshold, fitted_on=fitted_on)
 
 
@@ -150,6 +157,40 @@ def report(outcomes: Sequence[Outcome]) -> Report:
         wrong=[(o.case.file, o.case.expected, o.answer, o.tier) for o in outcomes if not o.right],
         reliability=reliability(scored),
     )
+
+
+def memory_of(cases: Iterable[Case]) -> list[Remembered]:
+    """What the memory tier keeps of each case (the likely tier's query of it, normalized)."""
+    items = []
+    for case in cases:
+        query = paste_query(parse_traceback(case.text))
+        if query is not None:
+            items.append(Remembered.of(query, source=case.source, label=case.expected))
+    return items
+
+
+def memory_alone(memory: PasteMemory, cases: Iterable[Case]) -> tuple[int, int, int, int]:
+    """The memory tier by itself, leave-one-thread-out: the closest other thread's label as the
+    answer. (positives, right, negatives, negatives answered with none)."""
+    pos = right = neg = clear = 0
+    for case in cases:
+        query = paste_query(parse_traceback(case.text))
+        near = memory.neighbours(query, exclude_thread=case.source) if query else []
+        answer = near[0].item.label if near else None
+        if case.expected:
+            pos += 1
+            right += answer == case.expected
+        else:
+            neg += 1
+            clear += answer is None
+    return pos, right, neg, clear
+
+
+def with_memory(matcher: PasteMatcher, memory: PasteMemory | None) -> PasteMatcher:
+    """The same compiled matcher with another memory (or none)."""
+    clone = copy.copy(matcher)
+    clone.memory = memory
+    return clone
 
 
 def with_model(matcher: PasteMatcher, model: Model) -> PasteMatcher:

@@ -50,6 +50,10 @@ FEATURES = (
     "margin",
     "weak_hit",
     "length",
+    # the memory tier's (app.matching.memory): what labelled real pastes like this one say
+    "memory_votes",
+    "memory_best",
+    "memory_negative",
 )
 CANDIDATES = 5
 # Field weights of an entry's document: what an error prints counts most.
@@ -418,9 +422,15 @@ class LikelyIndex:
         return math.log(1 + (self._count - n + 0.5) / (n + 0.5))
 
     def candidates(
-        self, query: Query, *, weak_hits: Iterable[str] = (), limit: int = CANDIDATES
+        self,
+        query: Query,
+        *,
+        weak_hits: Iterable[str] = (),
+        limit: int = CANDIDATES,
+        also: Sequence[str] = (),
     ) -> list[Candidate]:
-        """The best `limit` entries for `query` by BM25, each with its features."""
+        """The best `limit` entries for `query` by BM25, each with its features; then the
+        entries `also` names (ids) that are not among them, described the same way."""
         words = list(dict.fromkeys(query.words))
         if not words:
             return []
@@ -442,16 +452,22 @@ class LikelyIndex:
                     weight + norm
                 )
         ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
-        if not ranked:
+        taken = {index for index, _ in ranked}
+        extra = [
+            (slot, scores.get(slot, 0.0))
+            for slot in (self._slot_of.get(entry_id) for entry_id in also)
+            if slot is not None and slot not in taken
+        ]
+        if not ranked and not extra:
             return []
+        leader = ranked[0][1] if ranked else 0.0
         weak = set(weak_hits)
         weights = {w: self.idf(w) for w in words}
         total = sum(weights.values())
         out = []
-        for position, (index, score) in enumerate(ranked):
+        for position, (index, score) in enumerate([*ranked, *extra]):
             doc = self._docs[index]
             following = ranked[position + 1][1] if position + 1 < len(ranked) else 0.0
-            leader = ranked[0][1]
             covered = [w for w in words if w in doc.terms]
             best_cover, best_recall = 0.0, 0.0
             for example in doc.examples:
@@ -482,9 +498,7 @@ class LikelyIndex:
                         "type": agrees,
                         "frames": frames,
                         # ahead of the next candidate (the leader) or behind the leader (others)
-                        "margin": (score - following) / score
-                        if position == 0
-                        else (score - leader) / leader,
+                        "margin": _margin(position, score, following, leader),
                         "weak_hit": 1.0 if doc.entry_id in weak else 0.0,
                         "length": min(1.0, math.log1p(len(words)) / math.log1p(30)),
                     },
@@ -492,11 +506,22 @@ class LikelyIndex:
             )
         return out
 
+    def has(self, entry_id: str) -> bool:
+        return entry_id in self._slot_of
+
     def explain(self, candidate: Candidate, query: Query, limit: int = 6) -> list[str]:
         """The rarest words that made `candidate` likely, as the error spells them."""
         written = query.as_written()
         ranked = sorted(candidate.words, key=self.idf, reverse=True)[:limit]
         return list(dict.fromkeys(written.get(word, word) for word in ranked))
+
+
+def _margin(position: int, score: float, following: float, leader: float) -> float:
+    """How far the leader is ahead of the next candidate, or how far another one is behind the
+    leader (-1 for an entry no word of the query proposed)."""
+    if position == 0 and score > 0:
+        return (score - following) / score
+    return (score - leader) / leader if leader > 0 else -1.0
 
 
 def frame_text(frames: Sequence[object], last: int = 3) -> str:

@@ -1,9 +1,10 @@
 """Both tiers behind one call: signatures first, then likely matches, then related entries.
 
 A signature match is deterministic and always wins. When no signature claims the paste, the
-likely tier proposes the entries whose text covers the error best and keeps those whose calibrated
-confidence reaches the model's threshold. Whatever else covers a fair share of the error is
-"related by text": offered for reading, never as an answer.
+likely tier proposes the entries whose text covers the error best, and the memory tier those that
+labelled real pastes like this one name (app.matching.memory); the calibrated model weighs both
+and keeps the candidates whose confidence reaches its threshold. Whatever else covers a fair
+share of the error is "related by text": offered for reading, never as an answer.
 """
 
 import re
@@ -21,6 +22,7 @@ from app.matching.likely import (
     frame_text,
     tokens,
 )
+from app.matching.memory import NO_VOTES, PasteMemory, shipped_memory, votes
 from app.matching.signature_tier import (
     PitfallMatch,
     SignatureMatcher,
@@ -117,14 +119,28 @@ class PasteMatcher:
         model: Model | None = None,
         previous: "PasteMatcher | None" = None,
         saved: dict | None = None,
+        memory: "PasteMemory | bool | None" = True,
     ) -> None:
+        """`memory`: the remembered pastes (True: the package's own, read when a paste first
+        needs it; False or None: none)."""
         self.signatures = signatures
+        self._memory: PasteMemory | bool | None = memory
         self.likely: LikelyIndex = LikelyIndex(
             entries, previous.likely if previous is not None else None, saved=saved
         )
         self.model = model if model is not None else load_model()
         self.mark: object | None = None  # the change feed's mark it reflects (`MatcherCache`)
         self._fragments: FragmentIndex | None = None  # built on the first query that needs it
+
+    @property
+    def memory(self) -> PasteMemory | None:
+        if self._memory is True:
+            self._memory = shipped_memory()  # once per process, shared by every matcher
+        return self._memory or None
+
+    @memory.setter
+    def memory(self, memory: PasteMemory | None) -> None:
+        self._memory = memory
 
     @classmethod
     def build(
@@ -153,6 +169,7 @@ class PasteMatcher:
         new = PasteMatcher.__new__(PasteMatcher)
         new.signatures = self.signatures.updated(changed, records)
         new.likely = self.likely.updated(changed, entries)
+        new._memory = self._memory
         new.model = self.model
         new.mark = None
         new._fragments = None  # built again from the new signatures when a query needs it
@@ -173,7 +190,11 @@ class PasteMatcher:
         matches = [Match(m.entry_id, "signature", m.confidence, signature=m) for m in found]
         return PasteMatches(matches, [], None)
 
-    def match(self, parsed: ParsedPaste, *, likely: bool = True) -> PasteMatches:
+    def match(
+        self, parsed: ParsedPaste, *, likely: bool = True, exclude_thread: str | None = None
+    ) -> PasteMatches:
+        """`exclude_thread`: a thread address whose remembered pastes do not vote (a corpus
+        measuring itself)."""
         vetoed: set[str] = set()
         found = match_paste(self.signatures, parsed, vetoed)
         known = known_matches(found)
@@ -192,11 +213,22 @@ class PasteMatcher:
         weak = [m.entry_id for m in found if m not in known]
         # An entry whose signature matched but whose context or frame condition failed is not
         # claimed by the likely tier either: its author said the message alone is not enough.
-        candidates = [
-            c
-            for c in self.likely.candidates(query, weak_hits=weak, limit=CANDIDATES + len(vetoed))
-            if c.entry_id not in vetoed
-        ][:CANDIDATES]
+        said = NO_VOTES
+        if self.memory is not None:
+            near = self.memory.neighbours(query, exclude_thread=exclude_thread)
+            said = votes(near)
+        proposed = [e for e in said.proposed() if e not in vetoed and self.likely.has(e)]
+        found_by_text = self.likely.candidates(
+            query, weak_hits=weak, limit=CANDIDATES + len(vetoed), also=proposed
+        )
+        by_text = [c for c in found_by_text[: CANDIDATES + len(vetoed)] if c.entry_id not in vetoed]
+        candidates = by_text[:CANDIDATES]
+        named = {c.entry_id for c in candidates}
+        candidates += [
+            c for c in found_by_text if c.entry_id in proposed and c.entry_id not in named
+        ]
+        for candidate in candidates:
+            candidate.features.update(said.features(candidate.entry_id))
         # A message retyped with other capitals or spacing: the candidates' own signatures,
         # case ignored, before any guess.
         caseless = known_matches(
