@@ -24,6 +24,7 @@ when the corpus measures itself (`exclude_thread`).
 
 import gzip
 import hashlib
+import heapq
 import json
 import math
 import sys
@@ -44,6 +45,10 @@ PROPOSE_SIMILARITY = 0.25
 _MESSAGE_CHARS = 1500
 _FRAME_CHARS = 600
 _COMMON_SHARE = 0.2
+# What bounds a paste's work whatever the memory's size: a word held by more pastes than this
+# proposes none (it still weighs in the similarity), and only the rarest words propose.
+_MAX_POSTINGS = 2000
+_PROPOSING_WORDS = 64
 _FRAME_WEIGHT = 0.5
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -111,7 +116,10 @@ class PasteMemory:
         self._count = count
         self._lengths = [sum(t.values()) for t in self._terms]
         self._average = (sum(self._lengths) / count) or 1.0
-        self._common = max(8, int(count * _COMMON_SHARE))
+        self._norms = [
+            _BM25_K1 * (1 - _BM25_B + _BM25_B * length / self._average) for length in self._lengths
+        ]
+        self._common = min(_MAX_POSTINGS, max(8, int(count * _COMMON_SHARE)))
         self._unknown_idf = math.log(1 + (count + 0.5) / 0.5)
 
     def __len__(self) -> int:
@@ -148,20 +156,24 @@ class PasteMemory:
         def known(term: str) -> bool:
             return len(self._postings.get(term, ())) > without.get(term, 0)
 
+        proposing = [
+            (term, weight)
+            for term, weight in wanted.items()
+            if 0 < len(self._postings.get(term, ())) <= self._common
+        ]
+        proposing = heapq.nlargest(_PROPOSING_WORDS, proposing, key=lambda tw: idf(tw[0]))
         scores: dict[int, float] = {}
-        for term, weight in wanted.items():
-            found = self._postings.get(term)
-            if not found or len(found) > self._common:
-                continue
+        terms_of, norms = self._terms, self._norms
+        for term, weight in proposing:
             check_budget()
-            weight_idf = idf(term) * min(weight, 1.0)
-            for index in found:
-                tf = self._terms[index][term]
-                norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * self._lengths[index] / self._average)
-                scores[index] = scores.get(index, 0.0) + weight_idf * tf * (_BM25_K1 + 1) / (
-                    tf + norm
-                )
-        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+            weight_idf = idf(term) * min(weight, 1.0) * (_BM25_K1 + 1)
+            for index in self._postings[term]:
+                tf = terms_of[index][term]
+                scores[index] = scores.get(index, 0.0) + weight_idf * tf / (tf + norms[index])
+        # The best by BM25, then re-ranked by similarity below; a left-out thread's own pastes
+        # are skipped there, so as many more are taken.
+        skipped = len(self._by_thread.get(excluded, ())) if excluded else 0
+        ranked = heapq.nlargest(limit * 3 + skipped, scores.items(), key=lambda item: item[1])
         # Over the words some remembered paste holds: a word none holds (the user's own
         # function and file names, mostly) tells no neighbour from another.
         mass = sum(idf(t) * min(w, 1.0) for t, w in wanted.items() if known(t))
