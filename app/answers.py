@@ -155,7 +155,8 @@ class MatcherCache:
         # the first match builds the DFA lazily, and reads the memory tier's pastes (once per
         # process): here, not inside the first unmatched paste's time budget
         matcher.signatures.match_message("warm up the DFA")
-        _ = matcher.memory
+        if matcher.uses_memory:
+            _ = matcher.memory
         matcher.mark = mark
         self._matcher, self._mark = matcher, mark
         _last_built = matcher

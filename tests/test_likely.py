@@ -7,7 +7,6 @@ import pytest
 from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
 from app.matching.calibration import Model, choose_threshold, fit, load_model, reliability
 from app.matching.likely import EntryText, LikelyIndex, Query, tokens
-from app.matching.memory import votes
 from app.matching.paste_matcher import PasteMatcher, paste_query
 from app.tracebacks import parse_traceback
 from tests.conftest import REPO_CONTENT
@@ -91,15 +90,9 @@ def test_a_warning_with_no_exception_is_read_as_the_error_to_explain(matcher):
     parsed = parse_traceback(paste)
     # The message's distinctive part is a signature of its entry on its own.
     assert [m.entry_id for m in matcher.match(parsed).matches][:1] == ["cuda-illegal-memory-access"]
-    # The likely tier reads the warning as the error too (with what the remembered pastes like
-    # it say, as the matcher weighs it): its entry leads by far. Whether it would be claimed is
-    # the calibration's call (the threshold moves with the corpus).
-    query = paste_query(parsed)
-    assert query is not None and matcher.memory is not None
-    said = votes(matcher.memory.neighbours(query))
-    candidates = matcher.likely.candidates(query)
-    for candidate in candidates:
-        candidate.features.update(said.features(candidate.entry_id))
+    # The likely tier reads the warning as the error too: its entry leads by far. Whether it
+    # would be claimed is the calibration's call (the threshold moves with the corpus).
+    candidates = matcher.likely.candidates(paste_query(parsed))
     confidence = {c.entry_id: matcher.model.confidence(c.features) for c in candidates}
     first, second = sorted(candidates, key=lambda c: -confidence[c.entry_id])[:2]
     assert first.entry_id == "cuda-illegal-memory-access"

@@ -9,7 +9,8 @@ written from the same corpus.
 import pytest
 
 from app.checker import collect_entry_files, entry_texts, load_entry_files, signature_records
-from app.matching.likely import Query
+from app.matching.calibration import Model, load_model
+from app.matching.likely import FEATURES, Query
 from app.matching.memory import PasteMemory, Remembered, read_memory, votes, write_memory
 from app.matching.paste_matcher import PasteMatcher
 from app.matching.signature_tier import SignatureMatcher
@@ -31,9 +32,18 @@ def entries():
     return signature_records(docs), entry_texts(docs)
 
 
-def _matcher(entries, memory) -> PasteMatcher:
+# A model that weighs the memory's votes (the shipped one does not yet: docs/accuracy.md).
+MODEL = Model(
+    weights=(0.0,) * (len(FEATURES) - 3) + (1.0, 3.0, -3.0),
+    bias=-2.0,
+    threshold=0.99,
+    features=FEATURES,
+)
+
+
+def _matcher(entries, memory, model: Model = MODEL) -> PasteMatcher:
     records, texts = entries
-    return PasteMatcher(SignatureMatcher(records), texts, memory=memory)
+    return PasteMatcher(SignatureMatcher(records), texts, model, memory=memory)
 
 
 PASTE = (
@@ -97,3 +107,15 @@ def test_the_memory_file_is_the_same_bytes_for_the_same_pastes(tmp_path):
     write_memory(list(reversed(items)), second)
     assert first.read_bytes() == second.read_bytes()
     assert sorted(read_memory(first), key=repr) == sorted(items, key=repr)
+
+
+def test_a_model_fitted_without_the_memory_never_consults_it(entries):
+    """The shipped model names no memory feature: the memory is then a bystander, and the
+    answer is the one the matcher gave before the memory tier existed."""
+    memory = PasteMemory([_remembered(f"https://example.org/t/{n}", ENTRY) for n in range(4)])
+    shipped = load_model()
+    matcher = _matcher(entries, memory, shipped)
+    assert not matcher.uses_memory
+    result = matcher.match(parse_traceback(PASTE))
+    assert ENTRY not in [c.entry_id for c in result.candidates]
+    assert all("memory_votes" not in c.features for c in result.candidates)

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.matching.calibration import Model, choose_threshold, fit, reliability
+from app.matching.likely import FEATURES
 from app.matching.memory import PasteMemory, Remembered
 from app.matching.paste_matcher import PasteMatcher, paste_query
 from app.tracebacks import parse_traceback
 
 # What a claimed negative costs against a positive got right, when the threshold is chosen.
-NEGATIVE_COST = 4.5
+NEGATIVE_COST = 3.0
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,18 @@ def run(matcher: PasteMatcher, cases: Iterable[Case]) -> list[Outcome]:
 
 
 def fit_model(
-    outcomes: Sequence[Outcome], *, fitted_on: str = "", negative_cost: float = NEGATIVE_COST
+    outcomes: Sequence[Outcome],
+    *,
+    fitted_on: str = "",
+    negative_cost: float = NEGATIVE_COST,
+    features: Sequence[str] = FEATURES,
 ) -> Model:
     """A model fitted on `outcomes` (their likely candidates), with its threshold."""
     rows = [row for o in outcomes for row in o.rows]
-    weights, bias = fit([f for f, _ in rows], [ok for _, ok in rows])
-    model = Model(weights=weights, bias=bias, threshold=1.0, fitted_on=fitted_on)
+    weights, bias = fit([f for f, _ in rows], [ok for _, ok in rows], features=features)
+    model = Model(
+        weights=weights, bias=bias, threshold=1.0, features=tuple(features), fitted_on=fitted_on
+    )
     positives, negatives = [], []
     for outcome in outcomes:
         if not outcome.rows:
@@ -118,7 +125,13 @@ def fit_model(
         else:
             positives.append((confidence, right))
     threshold = choose_threshold(positives, negatives, negative_cost=negative_cost)
-    return Model(weights=weights, bias=bias, threshold=threshold, fitted_on=fitted_on)
+    return Model(
+        weights=weights,
+        bias=bias,
+        threshold=threshold,
+        features=tuple(features),
+        fitted_on=fitted_on,
+    )
 
 
 @dataclass

@@ -40,6 +40,7 @@ from app.normalization import normalize_message
 MEMORY_FILE = Path(__file__).with_name("memory.json.gz")
 FORMAT = 1
 NEIGHBOURS = 10
+MEMORY_FEATURES = ("memory_votes", "memory_best", "memory_negative")
 # A neighbour at least this similar puts its entry among the candidates.
 PROPOSE_SIMILARITY = 0.25
 _MESSAGE_CHARS = 1500

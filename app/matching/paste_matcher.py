@@ -22,7 +22,13 @@ from app.matching.likely import (
     frame_text,
     tokens,
 )
-from app.matching.memory import NO_VOTES, PasteMemory, shipped_memory, votes
+from app.matching.memory import (
+    MEMORY_FEATURES,
+    NO_VOTES,
+    PasteMemory,
+    shipped_memory,
+    votes,
+)
 from app.matching.signature_tier import (
     PitfallMatch,
     SignatureMatcher,
@@ -133,6 +139,12 @@ class PasteMatcher:
         self._fragments: FragmentIndex | None = None  # built on the first query that needs it
 
     @property
+    def uses_memory(self) -> bool:
+        """Whether the model weighs the memory tier's votes: a model fitted without them (the
+        shipped one, for now) makes the memory a bystander, consulted by nobody."""
+        return any(name in MEMORY_FEATURES for name in self.model.features)
+
+    @property
     def memory(self) -> PasteMemory | None:
         if self._memory is True:
             self._memory = shipped_memory()  # once per process, shared by every matcher
@@ -211,12 +223,12 @@ class PasteMatcher:
         ):
             return PasteMatches(matches, [], query)
         weak = [m.entry_id for m in found if m not in known]
+        # What remembered pastes like this one say, when the model weighs it.
+        said = NO_VOTES
+        if self.uses_memory and self.memory is not None:
+            said = votes(self.memory.neighbours(query, exclude_thread=exclude_thread))
         # An entry whose signature matched but whose context or frame condition failed is not
         # claimed by the likely tier either: its author said the message alone is not enough.
-        said = NO_VOTES
-        if self.memory is not None:
-            near = self.memory.neighbours(query, exclude_thread=exclude_thread)
-            said = votes(near)
         proposed = [e for e in said.proposed() if e not in vetoed and self.likely.has(e)]
         found_by_text = self.likely.candidates(
             query, weak_hits=weak, limit=CANDIDATES + len(vetoed), also=proposed
@@ -227,8 +239,9 @@ class PasteMatcher:
         candidates += [
             c for c in found_by_text if c.entry_id in proposed and c.entry_id not in named
         ]
-        for candidate in candidates:
-            candidate.features.update(said.features(candidate.entry_id))
+        if said is not NO_VOTES:
+            for candidate in candidates:
+                candidate.features.update(said.features(candidate.entry_id))
         # A message retyped with other capitals or spacing: the candidates' own signatures,
         # case ignored, before any guess.
         caseless = known_matches(
