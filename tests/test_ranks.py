@@ -181,7 +181,11 @@ def _seconds(function, text: str) -> float:
 @pytest.mark.parametrize("function", [first_failure, each_traceback])
 def test_doubling_the_output_doubles_the_scan_time(function, unit):
     repeat = max(1, 200_000 // len(unit))
-    once = _seconds(function, unit * repeat)
-    twice = _seconds(function, unit * (2 * repeat))
+    # The best of three of each, interleaved: CPU time still moves with what the other cores
+    # do to the caches (a busy machine once read 16 ms, then 48 ms, for linear work).
+    once, twice = float("inf"), float("inf")
+    for _ in range(3):
+        once = min(once, _seconds(function, unit * repeat))
+        twice = min(twice, _seconds(function, unit * (2 * repeat)))
     # Linear work doubles (2x); quadratic quadruples (4x). A floor keeps timer noise out.
-    assert twice < 3.0 * max(once, 0.01), (unit[:40], once, twice)
+    assert twice < 3.0 * max(once, 0.02), (unit[:40], once, twice)
