@@ -199,13 +199,6 @@ def memory_alone(memory: PasteMemory, cases: Iterable[Case]) -> tuple[int, int, 
     return pos, right, neg, clear
 
 
-def with_memory(matcher: PasteMatcher, memory: PasteMemory | None) -> PasteMatcher:
-    """The same compiled matcher with another memory (or none)."""
-    clone = copy.copy(matcher)
-    clone.memory = memory
-    return clone
-
-
 def with_model(matcher: PasteMatcher, model: Model) -> PasteMatcher:
     """The same compiled matcher with another likely model (no recompiling)."""
     clone = copy.copy(matcher)

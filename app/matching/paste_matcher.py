@@ -230,14 +230,16 @@ class PasteMatcher:
         # An entry whose signature matched but whose context or frame condition failed is not
         # claimed by the likely tier either: its author said the message alone is not enough.
         proposed = [e for e in said.proposed() if e not in vetoed and self.likely.has(e)]
-        found_by_text = self.likely.candidates(
-            query, weak_hits=weak, limit=CANDIDATES + len(vetoed), also=proposed
-        )
-        by_text = [c for c in found_by_text[: CANDIDATES + len(vetoed)] if c.entry_id not in vetoed]
-        candidates = by_text[:CANDIDATES]
-        named = {c.entry_id for c in candidates}
-        candidates += [
-            c for c in found_by_text if c.entry_id in proposed and c.entry_id not in named
+        weighed = [
+            c
+            for c in self.likely.candidates(
+                query, weak_hits=weak, limit=CANDIDATES + len(vetoed), also=proposed
+            )
+            if c.entry_id not in vetoed
+        ]
+        # The best by text, and every entry a remembered paste like this one names.
+        candidates = weighed[:CANDIDATES] + [
+            c for c in weighed[CANDIDATES:] if c.entry_id in proposed
         ]
         if said is not NO_VOTES:
             for candidate in candidates:
