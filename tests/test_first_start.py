@@ -59,17 +59,21 @@ def _content(folder: Path) -> Path:
     return folder
 
 
+def _rows(engine) -> dict:
+    with engine.connect() as connection:
+        return {
+            table: [tuple(row) for row in connection.execute(text(sql))]
+            for table, sql in ROWS.items()
+        }
+
+
 def _start(tmp_path: Path, name: str, content: Path, snapshots: Path):
     settings = load_settings(data_dir=tmp_path / name, content_dir=content)
     steps: list[StartStep] = []
     engine = create_db_engine(settings)
     try:
         report = prepare_data(settings, engine, on_step=steps.append, snapshots=snapshots)
-        with engine.connect() as connection:
-            rows = {
-                table: [tuple(row) for row in connection.execute(text(sql))]
-                for table, sql in ROWS.items()
-            }
+        rows = _rows(engine)
     finally:
         engine.dispose()
     assert settings.index_dir is not None
@@ -296,11 +300,7 @@ def _start_shipped(tmp_path: Path, name: str, content: Path, shipped: Path):
     engine = create_db_engine(settings)
     try:
         prepare_data(settings, engine, on_step=steps.append, snapshots=user, shipped=shipped)
-        with engine.connect() as connection:
-            rows = {
-                table: [tuple(row) for row in connection.execute(text(sql))]
-                for table, sql in ROWS.items()
-            }
+        rows = _rows(engine)
     finally:
         engine.dispose()
     return steps, rows, user
